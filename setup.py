@@ -1,0 +1,71 @@
+"""copo-verl: COPO (Consistency-Aware Policy Optimization) as a verl recipe.
+
+Install (CPU, what tests and the embedded default use):
+    bash scripts/setup_env.sh          # venv + torch==2.13.0 CPU wheel + .[cpu]
+GPU clusters (CUDA torch, vLLM):
+    pip install -e ".[gpu]"
+"""
+
+from setuptools import find_packages, setup
+
+# verl 0.9.1 is the only version the recipe and the CPU backend are tested against
+# (recipe/copo/REQUIRED_VERL.txt). Its base requirements do not pin torch, so the
+# CPU extra below pins the on-disk CPU wheel and pip never pulls a CUDA build.
+VERL = "verl==0.9.1"
+
+CPU = [
+    "torch==2.13.0",
+    VERL,
+    "ray[default]>=2.41",
+    "transformers>=5.5.3,<5.11,!=5.6.0",
+    "tensordict>=0.10,<=0.10.0",
+    "hydra-core>=1.3",
+    "omegaconf>=2.3",
+    "pandas",
+    "pyarrow>=19",
+    "math-verify==0.9.0",
+    "tensorboard",
+    "pytest>=8",
+    "pytest-timeout",
+    "hypothesis",
+    "ruff",
+    # verl 0.9.1 imports these without declaring them in its base requirements
+    "cachetools",
+    "fastapi",
+    "uvicorn",
+    "pyzmq",
+    "msgspec",
+    "TransferQueue==0.1.11",
+    # offline data, model loading (gguf -> HF) and plots
+    "reasoning-gym==0.1.25",
+    "gguf",
+    "accelerate",
+    "matplotlib",
+    "tqdm",
+]
+
+# Everything CUDA-pinned lives here; CPU set-up never installs it.
+GPU = [
+    "verl[vllm]==0.9.1",  # pins torch 2.11.0 (CUDA), vllm 0.24.0, transformers 5.9.0
+    "math-verify==0.9.0",
+    "hydra-core>=1.3",
+    "pandas",
+    "pyarrow>=19",
+    "reasoning-gym==0.1.25",
+    "matplotlib",
+    "tqdm",
+    "cachetools",
+    "TransferQueue==0.1.11",
+]
+
+setup(
+    name="copo-verl",
+    version="0.1.0",
+    description="COPO (Consistency-Aware Policy Optimization) and GCPO as a verl recipe",
+    python_requires=">=3.10",
+    packages=find_packages(include=["copo_core", "copo_core.*", "recipe", "recipe.*", "data_prep", "data_prep.*"]),
+    package_data={"recipe": ["copo/config/*.yaml", "copo/*.sh", "copo/*.txt", "copo/*.yaml"]},
+    include_package_data=True,
+    install_requires=["torch>=2.6", "numpy>=2"],
+    extras_require={"cpu": CPU, "gpu": GPU},
+)

@@ -1,0 +1,36 @@
+"""COPO math in pure torch (no verl, ray or transformers import).
+
+Public API (SPEC section 6):
+    compute_copo_advantages(scores, index, answers=None, ...) -> CopoAdvantages
+    copo_policy_loss(old_log_prob, log_prob, local_adv, global_adv, local_weight, response_mask, ...)
+    copo_batch_metrics(adv, scores, index=None) -> dict[str, float]
+    group_inverse(index) -> (LongTensor (N,), P)
+    gcpo_shapley(...), compute_gcpo_advantages(...)  (SPEC section 8, copo_core/gcpo.py)
+"""
+
+from copo_core.advantages import (
+    BLEND_MODES,
+    ENTROPY_SOURCES,
+    CopoAdvantages,
+    compute_copo_advantages,
+    group_normalized_advantage,
+)
+from copo_core.gcpo import compute_gcpo_advantages, gcpo_shapley
+from copo_core.grouping import group_inverse
+from copo_core.losses import LOSS_AGG_MODES, agg_loss, copo_policy_loss
+from copo_core.metrics import copo_batch_metrics
+
+__all__ = [
+    "BLEND_MODES",
+    "ENTROPY_SOURCES",
+    "LOSS_AGG_MODES",
+    "CopoAdvantages",
+    "agg_loss",
+    "compute_copo_advantages",
+    "copo_batch_metrics",
+    "compute_gcpo_advantages",
+    "copo_policy_loss",
+    "gcpo_shapley",
+    "group_inverse",
+    "group_normalized_advantage",
+]

@@ -1,0 +1,304 @@
+"""COPO advantages (SPEC sections 1-4): local (GRPO), consistency entropy, global, blend weight.
+
+All statistics are computed with scatter reductions over a group index, so the cost is a
+handful of O(N) tensor ops plus one dict pass over prompt ids and one over answers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from copo_core.grouping import factorize_hashables, group_inverse
+
+__all__ = [
+    "BLEND_MODES",
+    "ENTROPY_SOURCES",
+    "CopoAdvantages",
+    "compute_copo_advantages",
+    "group_normalized_advantage",
+]
+
+# Weight of the LOCAL loss per mode (SPEC section 4).
+BLEND_MODES: tuple[str, ...] = (
+    "soft",
+    "soft_with_zero",
+    "soft_with_forced",
+    "zero",
+    "forced",
+    "global_only",
+    "local_only",
+)
+ENTROPY_SOURCES: tuple[str, ...] = ("answer", "reward")
+
+
+@dataclass(frozen=True, eq=False)  # tensor fields: no elementwise __eq__
+class CopoAdvantages:
+    """Per-response COPO quantities; every tensor field is (N,) float32 on the scores' device.
+
+    Attributes:
+        local_adv: A^L_i, GRPO advantage inside the response's group.
+        global_adv: A^G of the response's prompt (inter-group, over the whole batch).
+        local_weight: w_i, weight of the local loss term (1 - w_i weighs the global term).
+        entropy: H of the response's group in bits.
+        prompt_reward: R of the response's prompt (mean reward times the entropy factor).
+        group_index: (N,) int64 group id in ``[0, num_groups)`` (None when built by hand).
+        num_groups: number of prompts P (None when built by hand).
+    """
+
+    local_adv: torch.Tensor
+    global_adv: torch.Tensor
+    local_weight: torch.Tensor
+    entropy: torch.Tensor
+    prompt_reward: torch.Tensor
+    group_index: torch.Tensor | None = None
+    num_groups: int | None = None
+
+    @property
+    def blended(self) -> torch.Tensor:
+        """(N,) single-advantage view ``w * A^L + (1 - w) * A^G``.
+
+        For the clipped loss this is exact only when ``w`` is 0 or 1; the COPO policy loss
+        clips the two terms separately (``copo_policy_loss``).
+        """
+        w = self.local_weight
+        return w * self.local_adv + (1.0 - w) * self.global_adv
+
+
+def _validate_scores(scores: torch.Tensor | Sequence[float] | np.ndarray) -> torch.Tensor:
+    if not isinstance(scores, torch.Tensor):
+        try:
+            scores = torch.as_tensor(np.asarray(scores, dtype=np.float32))
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"`scores` must be a (N,) tensor of numbers: {err}") from err
+    if scores.ndim != 1:
+        raise ValueError(
+            f"`scores` must be a 1-D (N,) tensor of outcome rewards, got shape {tuple(scores.shape)}; "
+            "sum token-level rewards over the response dimension first"
+        )
+    if scores.numel() == 0:
+        raise ValueError(
+            "`scores` is empty: compute_copo_advantages needs at least one response (empty batch)"
+        )
+    if scores.dtype.is_complex:
+        raise ValueError(f"`scores` must be real, got dtype {scores.dtype}")
+    # float32 math for every input dtype (bf16/fp16 would lose the group statistics).
+    scores = scores.to(torch.float32)
+    if not bool(torch.isfinite(scores).all()):
+        bad = int((~torch.isfinite(scores)).sum())
+        raise ValueError(f"`scores` holds {bad} NaN/inf value(s); fix the reward function output")
+    return scores
+
+
+def _check_options(k: float, b: float, blend_mode: str, entropy_source: str, eps: float) -> None:
+    if blend_mode not in BLEND_MODES:
+        raise ValueError(f"unknown `blend_mode` {blend_mode!r}; choose one of {list(BLEND_MODES)}")
+    if entropy_source not in ENTROPY_SOURCES:
+        raise ValueError(
+            f"unknown `entropy_source` {entropy_source!r}; choose one of {list(ENTROPY_SOURCES)}"
+        )
+    if not math.isfinite(k) or k < 0:
+        raise ValueError(f"`k` (blend gate sharpness) must be a finite number >= 0, got {k}")
+    if not math.isfinite(b):
+        raise ValueError(f"`b` (blend gate entropy threshold, bits) must be finite, got {b}")
+    if not math.isfinite(eps) or eps < 0:
+        raise ValueError(f"`eps` must be a finite number >= 0, got {eps}")
+
+
+def _group_sums(values: torch.Tensor, gidx: torch.Tensor, n_groups: int) -> torch.Tensor:
+    """(N,) -> (P,) sum per group."""
+    return torch.zeros(n_groups, dtype=values.dtype, device=values.device).index_add_(0, gidx, values)
+
+
+@torch.no_grad()
+def group_normalized_advantage(
+    scores: torch.Tensor,
+    group_index: torch.Tensor,
+    num_groups: int,
+    *,
+    norm_adv_by_std: bool = True,
+    eps: float = 1e-6,
+) -> torch.Tensor:
+    """GRPO advantage inside each group (SPEC section 1), in float32.
+
+    Same op order as verl's ``grpo_vectorized`` (``verl.utils.groupwise.group_mean_std``), so
+    values match it bit for bit. Groups of size 1 use mean 0, std 1 (verl's convention);
+    groups of size >= 2 whose values are all equal get exactly 0 (verl gives rounding noise
+    divided by eps there).
+
+    Args:
+        scores: (N,) values. group_index: (N,) int64 in ``[0, num_groups)``.
+        norm_adv_by_std: divide by ``std + eps`` (GRPO) or only centre (Dr.GRPO).
+
+    Returns:
+        (N,) float32 advantages.
+    """
+    scores = scores.to(torch.float32)
+    gidx = group_index
+    count = _group_sums(torch.ones_like(scores), gidx, num_groups)
+    mean = _group_sums(scores, gidx, num_groups) / count.clamp_min(1.0)
+    centered = scores - mean[gidx]
+    var = _group_sums(centered * centered, gidx, num_groups) / (count - 1.0).clamp_min(1.0)
+    std = torch.sqrt(torch.clamp(var, min=0.0))
+    single = count <= 1.0
+    mean = torch.where(single, torch.zeros_like(mean), mean)
+    std = torch.where(single, torch.ones_like(std), std)
+    adv = scores - mean[gidx]
+    if norm_adv_by_std:
+        adv = adv / (std[gidx] + eps)
+    # Exact zero for constant groups: the rounding error of the mean must not become a signal.
+    empty = torch.full((num_groups,), math.inf, device=scores.device)
+    gmax = (-empty).scatter_reduce_(0, gidx, scores, "amax")
+    gmin = empty.scatter_reduce_(0, gidx, scores, "amin")
+    constant = (gmax == gmin) & ~single
+    return torch.where(constant[gidx], torch.zeros_like(adv), adv)
+
+
+def _class_ids(
+    scores: torch.Tensor,
+    answers: Sequence[str | None] | np.ndarray | None,
+    entropy_source: str,
+) -> tuple[torch.Tensor, int]:
+    """Outcome class of each response: its answer string, or its reward value."""
+    if entropy_source == "answer" and answers is not None:
+        values = answers.tolist() if isinstance(answers, np.ndarray) else answers
+        # An unparseable answer (None) and the empty string are the same class (SPEC section 2).
+        codes, n_classes = factorize_hashables(["" if a is None else a for a in values], name="answers")
+        return torch.tensor(codes, dtype=torch.long, device=scores.device), n_classes
+    unique, inverse = torch.unique(scores, return_inverse=True)
+    return inverse, int(unique.numel())
+
+
+def _consistency_entropy(
+    classes: torch.Tensor, n_classes: int, gidx: torch.Tensor, n_groups: int, count: torch.Tensor
+) -> torch.Tensor:
+    """(P,) entropy in bits of the outcome-class distribution of each group."""
+    pair = gidx * n_classes + classes  # one id per (group, class) cell
+    cells, cell_count = torch.unique(pair, return_counts=True)
+    cell_group = torch.div(cells, n_classes, rounding_mode="floor")
+    p = cell_count.to(count.dtype) / count[cell_group]
+    return _group_sums(-p * torch.log2(p), cell_group, n_groups).clamp_min(0.0)
+
+
+def _global_advantage(prompt_reward: torch.Tensor, norm: bool, eps: float) -> torch.Tensor:
+    """(P,) -> (P,) normalisation of prompt rewards across the batch; 0 when P == 1 or all equal."""
+    if prompt_reward.numel() < 2:
+        return torch.zeros_like(prompt_reward)
+    adv = prompt_reward - prompt_reward.mean()
+    if norm:
+        adv = adv / (prompt_reward.std() + eps)
+    constant = prompt_reward.max() == prompt_reward.min()
+    return torch.where(constant, torch.zeros_like(adv), adv)
+
+
+def _blend_weight(
+    blend_mode: str, gate: torch.Tensor, scores: torch.Tensor, local_adv: torch.Tensor
+) -> torch.Tensor:
+    """(N,) weight of the local loss per response (SPEC section 4 table)."""
+    nonzero_reward = (scores != 0).to(torch.float32)
+    nonzero_adv = (local_adv != 0).to(torch.float32)
+    if blend_mode == "soft":
+        return gate
+    if blend_mode == "soft_with_zero":
+        return gate * nonzero_reward
+    if blend_mode == "soft_with_forced":
+        return gate * nonzero_adv
+    if blend_mode == "zero":
+        return nonzero_reward
+    if blend_mode == "forced":
+        return nonzero_adv
+    if blend_mode == "global_only":
+        return torch.zeros_like(gate)
+    return torch.ones_like(gate)  # local_only
+
+
+@torch.no_grad()
+def compute_copo_advantages(
+    scores: torch.Tensor,
+    index: Sequence[Hashable] | np.ndarray | torch.Tensor,
+    answers: Sequence[str | None] | np.ndarray | None = None,
+    *,
+    k: float = 5.0,
+    b: float = 1.0,
+    blend_mode: str = "soft_with_zero",
+    entropy_source: str = "answer",
+    entropy_penalty: bool = False,
+    norm_adv_by_std: bool = True,
+    eps: float = 1e-6,
+) -> CopoAdvantages:
+    """Compute COPO's local and global advantages and the per-response blend weight.
+
+    Args:
+        scores: (N,) outcome reward per response (any real dtype; math runs in float32).
+        index: length-N prompt ids (verl's ``uid``): any hashables, or an int tensor/array.
+        answers: length-N extracted final answers (str; None counts as the empty string,
+            "unparseable"), or None to use the distinct reward values as outcome classes.
+        k: gate sharpness, >= 0. b: gate threshold in bits.
+        blend_mode: one of ``BLEND_MODES``. entropy_source: ``"answer"`` or ``"reward"``.
+        entropy_penalty: scale prompt rewards by ``1 - lambda_j * H_j`` (SPEC section 3).
+        norm_adv_by_std: divide by ``std + eps`` (GRPO) or only centre (Dr.GRPO).
+        eps: added to the standard deviations.
+
+    Returns:
+        ``CopoAdvantages`` with (N,) float32 fields on ``scores``' device, plus the (N,)
+        group inverse ``group_index`` and ``num_groups`` P.
+
+    Conventions (SPEC 1-3): a group of size 1 has mean 0, std 1 (verl), so A^L = r / (1 + eps);
+    a group of size >= 2 with equal rewards has A^L = 0 exactly; with one prompt, or all
+    prompt rewards equal, A^G = 0 exactly. Outputs are finite for every valid input.
+    ``local_only`` reproduces verl's ``grpo_vectorized`` local advantage bit for bit.
+
+    Raises:
+        ValueError: naming the argument, for an empty batch, non-1-D or NaN/inf ``scores``,
+            length mismatch of ``index``/``answers``, unknown ``blend_mode``/``entropy_source``,
+            ``k < 0``.
+    """
+    scores = _validate_scores(scores)
+    _check_options(k, b, blend_mode, entropy_source, eps)
+    n = scores.numel()
+    if len(index) != n:
+        raise ValueError(f"`index` has length {len(index)} but `scores` has {n}: one prompt id per response")
+    if answers is not None and len(answers) != n:
+        raise ValueError(f"`answers` has length {len(answers)} but `scores` has {n}: one answer per response")
+
+    gidx, n_groups = group_inverse(index, device=scores.device)
+    local_adv = group_normalized_advantage(scores, gidx, n_groups, norm_adv_by_std=norm_adv_by_std, eps=eps)
+
+    # Per-prompt statistics in float64 (P values, cheap): the global advantage subtracts
+    # nearly equal prompt rewards, and float32 would make it depend on the prompt order.
+    stat_dtype = torch.float32 if scores.device.type == "mps" else torch.float64
+    scores_hi = scores.to(stat_dtype)
+    count = _group_sums(torch.ones_like(scores_hi), gidx, n_groups)
+    classes, n_classes = _class_ids(scores, answers, entropy_source)
+    entropy_g = _consistency_entropy(classes, n_classes, gidx, n_groups, count)
+
+    mean_reward_g = _group_sums(scores_hi, gidx, n_groups) / count
+    if entropy_penalty:
+        # lambda_j = (1 - 1/G_j) / log2 G_j makes c_j = 1/G_j at maximal entropy; c_j = 1 for G_j = 1.
+        lam = (1.0 - 1.0 / count) / torch.log2(count).clamp_min(1.0e-12)
+        lam = torch.where(count > 1, lam, torch.zeros_like(lam))
+        prompt_reward_g = mean_reward_g * (1.0 - lam * entropy_g)
+    else:
+        prompt_reward_g = mean_reward_g
+    global_adv_g = _global_advantage(prompt_reward_g, norm_adv_by_std, eps)
+
+    entropy = entropy_g[gidx]
+    gate = torch.sigmoid(k * (entropy - b)).to(torch.float32)
+    local_weight = _blend_weight(blend_mode, gate, scores, local_adv)
+
+    global_adv, entropy, prompt_reward = (
+        t.to(torch.float32) for t in (global_adv_g[gidx], entropy, prompt_reward_g[gidx])
+    )
+    return CopoAdvantages(
+        local_adv=local_adv,
+        global_adv=global_adv,
+        local_weight=local_weight,
+        entropy=entropy,
+        prompt_reward=prompt_reward,
+        group_index=gidx,
+        num_groups=n_groups,
+    )

@@ -5,7 +5,7 @@ Public API (SPEC section 6):
     copo_policy_loss(old_log_prob, log_prob, local_adv, global_adv, local_weight, response_mask, ...)
     copo_batch_metrics(adv, scores, index=None) -> dict[str, float]
     group_inverse(index) -> (LongTensor (N,), P)
-    gcpo_shapley(...), compute_gcpo_advantages(...)  (SPEC section 8, copo_core/gcpo.py)
+    gcpo_shapley, compute_gcpo_advantages, gcpo_coverage, gcpo_metrics  (SPEC section 8, copo_core/gcpo.py)
 """
 
 from copo_core.advantages import (
@@ -15,7 +15,13 @@ from copo_core.advantages import (
     compute_copo_advantages,
     group_normalized_advantage,
 )
-from copo_core.gcpo import compute_gcpo_advantages, gcpo_shapley
+from copo_core.gcpo import (
+    compute_gcpo_advantages,
+    gcpo_advantages_from_shares,
+    gcpo_coverage,
+    gcpo_metrics,
+    gcpo_shapley,
+)
 from copo_core.grouping import group_inverse
 from copo_core.losses import LOSS_AGG_MODES, agg_loss, copo_policy_loss
 from copo_core.metrics import copo_batch_metrics
@@ -30,6 +36,9 @@ __all__ = [
     "copo_batch_metrics",
     "compute_gcpo_advantages",
     "copo_policy_loss",
+    "gcpo_advantages_from_shares",
+    "gcpo_coverage",
+    "gcpo_metrics",
     "gcpo_shapley",
     "group_inverse",
     "group_normalized_advantage",

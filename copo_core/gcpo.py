@@ -53,8 +53,12 @@ __all__ = [
 
 # The exact path costs about G * 2^G floats per group; beyond G = 20 that is hopeless: use Monte Carlo.
 MAX_EXACT_G = 20
-# Elements (float64) of the stacked subset matrices per chunk: bounds peak memory to ~256 MB.
+# Exact path: float64 elements of the (groups, G, 2^(G-1)) marginals per chunk, bounding peak memory
+# (~256 MB); the chunk size barely changes speed there.
 _CHUNK_ELEMENTS = 1 << 25
+# Monte Carlo: elements of the stacked permuted matrices per chunk. Small chunks stay in cache:
+# 512 groups x 64 permutations of 16 x 16 run ~1.7x faster in 2 MB chunks than in one 64 MB block.
+_MC_CHUNK_ELEMENTS = 1 << 18
 
 
 # --------------------------------------------------------------------------- validation
@@ -218,7 +222,7 @@ def _monte_carlo_shapley(
     )  # (M, G)
     flat = (perm[:, :, None] * g + perm[:, None, :]).reshape(-1)  # (M*G*G,) into a flattened G x G
     eye = torch.eye(g, dtype=gram.dtype, device=gram.device)
-    chunk = max(1, _CHUNK_ELEMENTS // (num_permutations * g * g))
+    chunk = max(1, _MC_CHUNK_ELEMENTS // (num_permutations * g * g))
     shares = []
     for lo in range(0, num, chunk):
         k = gram[lo : lo + chunk].reshape(-1, g * g).index_select(1, flat)

@@ -1,0 +1,156 @@
+"""Hydra entry point for COPO / GCPO / any verl estimator on verl 0.9.1's v1 trainer.
+
+    python -m recipe.copo.main_copo [hydra overrides]          # train
+    python -m recipe.copo.main_copo --cfg job                   # print the composed config
+    python -m recipe.copo.main_copo --help                      # Hydra's help
+
+Same launcher as ``verl.trainer.main_ppo`` (Ray init, a remote TaskRunner, TransferQueue), but
+the TaskRunner builds the COPO trainer (``recipe.copo.trainer``), which computes the COPO fields
+on the driver and installs COPO's loss on the actor workers. Other estimators (grpo, ...) run
+through the same trainer unchanged, so GRPO baselines share the launcher.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pprint import pprint
+
+import hydra
+import ray
+from omegaconf import DictConfig, OmegaConf
+
+import recipe.copo.registry  # noqa: F401  (registers copo/gcpo names in verl)
+from recipe.copo.config_check import VERL_SEARCHPATH_OVERRIDE, validate_copo_config
+
+logger = logging.getLogger(__name__)
+logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
+
+REQUIRED_VERL_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "REQUIRED_VERL.txt")
+
+
+def check_verl_version() -> None:
+    """Fail loudly when the installed verl is not the pinned one (the recipe overrides its internals)."""
+    import verl
+
+    with open(REQUIRED_VERL_FILE, encoding="utf-8") as f:
+        required = next(line.strip() for line in f if line.strip() and not line.startswith("#"))
+    wanted = required.split("==", 1)[-1]
+    if verl.__version__ != wanted:
+        raise RuntimeError(
+            f"recipe.copo needs {required} (recipe/copo/REQUIRED_VERL.txt), found verl {verl.__version__}: "
+            f"`pip install {required}` or port recipe/copo/trainer.py to the new trainer API."
+        )
+
+
+@ray.remote
+class CopoTaskRunner:
+    """verl's ``TaskRunnerV1`` with the COPO trainer class."""
+
+    def __init__(self) -> None:
+        self.config = None
+        self.trainer = None
+        self.agent_loop_manager = None
+
+    def init_agent_loop_manager(self) -> None:
+        from verl.trainer.ppo.v1 import AgentLoopManagerTQ
+        from verl.utils.import_utils import load_class_from_fqn
+
+        manager_class_fqn = self.config.actor_rollout_ref.rollout.get("agent", {}).get(
+            "agent_loop_manager_class"
+        )
+        manager_cls = (
+            load_class_from_fqn(manager_class_fqn, "AgentLoopManager")
+            if manager_class_fqn
+            else AgentLoopManagerTQ
+        )
+        self.agent_loop_manager = manager_cls.create(
+            config=self.config,
+            llm_client=self.trainer.get_llm_client(),
+            teacher_client=self.trainer.get_teacher_client(),
+            reward_loop_worker_handles=self.trainer.get_reward_handles(),
+        )
+
+    def run(self, config: DictConfig) -> None:
+        import transfer_queue as tq
+        from verl.utils.logging_utils import configure_verl_logging
+
+        from recipe.copo.trainer import copo_trainer_cls
+
+        configure_verl_logging()
+        if config.trainer.device == "cpu":
+            from recipe.cpu_backend import activate
+
+            activate(None)  # patches for this process; the config was prepared by the driver
+        trainer_cls = copo_trainer_cls(config.trainer.v1.trainer_mode)
+        config.transfer_queue.enable = True
+        pprint(OmegaConf.to_container(config, resolve=True))
+        OmegaConf.resolve(config)
+        self.config = config
+        tq.init(config.transfer_queue)
+        succeeded = False
+        try:
+            self.trainer = trainer_cls(config=config)
+            self.trainer.init()
+            self.init_agent_loop_manager()
+            self.trainer.fit(self.agent_loop_manager)
+            succeeded = True
+        finally:
+            try:
+                tracking = getattr(self.trainer, "logger", None)
+                if tracking is not None:
+                    tracking.finish(exit_code=0 if succeeded else 1)
+            finally:
+                tq.close()
+
+
+def run_copo(config: DictConfig) -> None:
+    """Validate, then launch training (Ray init + remote TaskRunner), as verl's main_ppo does."""
+    from verl.trainer.main_ppo import run_ppo
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+    from verl.utils.device import auto_set_device
+
+    check_verl_version()
+    if config.trainer.device == "cpu":
+        # CPU backend (recipe/cpu_backend) must patch verl and set Ray's env before ray.init, and
+        # before auto_set_device: without the CPU platform verl detects 'cuda' and rewrites the key.
+        from recipe.cpu_backend import activate
+
+        config = activate(config) or config
+    auto_set_device(config)
+    validate_copo_config(config)
+    validate_config(
+        config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config)
+    )
+    if not config.trainer.get("use_v1", True):
+        raise ValueError("recipe.copo.main_copo runs verl's v1 trainer only: set trainer.use_v1=true")
+    run_ppo(config, task_runner_class=CopoTaskRunner)
+
+
+def with_verl_searchpath(argv: list[str]) -> list[str]:
+    """``argv`` plus the override that puts verl's packaged configs on Hydra's search path.
+
+    Kept out of copo_trainer.yaml because Hydra rejects ``hydra.searchpath`` in a config that
+    another one composes (copo_cpu.yaml composes copo_trainer). A user-given ``hydra.searchpath``
+    is left alone (it must then include ``pkg://verl.trainer.config``).
+    """
+    if any(arg.lstrip("+").startswith("hydra.searchpath=") for arg in argv[1:]):
+        return list(argv)
+    return [*argv, VERL_SEARCHPATH_OVERRIDE]
+
+
+@hydra.main(config_path="config", config_name="copo_trainer", version_base=None)
+def _hydra_main(config: DictConfig) -> None:
+    run_copo(config)
+
+
+def main() -> None:
+    """Entry point (``python -m recipe.copo.main_copo [--config-name X] [overrides] [--cfg job]``)."""
+    sys.argv = with_verl_searchpath(sys.argv)
+    _hydra_main()
+
+
+if __name__ == "__main__":
+    main()

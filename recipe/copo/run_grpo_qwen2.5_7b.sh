@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# GRPO baseline for run_copo_qwen2.5_7b.sh: same settings, verl's own grpo estimator and
+# vanilla loss (what COPO's blend_mode=local_only reduces to), same launcher, reward and metrics.
+#
+#   bash recipe/copo/run_grpo_qwen2.5_7b.sh [hydra overrides...]
+#   DRY_RUN=1 bash recipe/copo/run_grpo_qwen2.5_7b.sh ...    # print the command only
+#
+# Env vars: those of run_copo_qwen2.5_7b.sh (ADV_ESTIMATOR/LOSS_MODE are fixed here).
+set -xeuo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+export ADV_ESTIMATOR=grpo
+export LOSS_MODE=vanilla
+export EXPERIMENT_NAME=${EXPERIMENT_NAME:-grpo_qwen2.5_7b}
+exec bash "$HERE/run_copo_qwen2.5_7b.sh" "$@"

@@ -1,0 +1,108 @@
+#!/usr/bin/env python
+"""Evaluate models or a run's checkpoints: mean@k / maj@k / pass@k per checkpoint x dataset.
+
+Examples::
+
+    # every global_step_* of a verl run (FSDP shards merged once under OUT/merged/)
+    python scripts/evaluate.py --model checkpoints/copo/qwen7b_copo \\
+        --data data/math500.parquet data/gsm8k.parquet data/aime24.parquet --out eval/qwen7b_copo
+
+    # a HF folder, k overridden per dataset, vLLM on all visible GPUs when installed
+    python scripts/evaluate.py --model Qwen/Qwen2.5-7B-Instruct --data data/aime24.parquet \\
+        --k-per-dataset aime24=64 --max-tokens 2048 --out eval/base
+
+Outputs in ``--out``: samples.jsonl (every sample), summary.csv and summary.md (one row per
+checkpoint x dataset). Rerunning with the same ``--out`` skips finished pairs; a crash loses at
+most the pair in flight.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+_SCRIPTS = Path(__file__).resolve().parent
+# eval_lib lives next to this file; verl 0.9.1 installs a top-level `scripts` package, so it is
+# imported as `eval_lib`, and the repository root is added for the reward (recipe.copo.reward).
+for _p in (str(_SCRIPTS), str(_SCRIPTS.parent)):
+    if _p not in sys.path:
+        sys.path.insert(0, _p)
+
+from eval_lib.backends import BACKENDS, SamplingConfig  # noqa: E402
+from eval_lib.datasets import parse_k_overrides  # noqa: E402
+from eval_lib.runner import EvalConfig, EvalStats, run_evaluation  # noqa: E402
+from eval_lib.scoring import DEFAULT_REWARD  # noqa: E402
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="evaluate.py",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument(
+        "--model",
+        nargs="+",
+        required=True,
+        help="HF model folders or hub ids, verl global_step_N folders, or verl run folders (all steps)",
+    )
+    parser.add_argument("--data", nargs="+", required=True, help="eval parquets written by data_prep")
+    parser.add_argument(
+        "--k",
+        type=int,
+        default=None,
+        help="samples per problem for every dataset not named in --k-per-dataset "
+        "(default: SPEC section 7, MATH-500/GSM8K 8, AIME 64, others 8)",
+    )
+    parser.add_argument(
+        "--k-per-dataset",
+        nargs="*",
+        default=[],
+        metavar="NAME=K",
+        help="per-data_source k; NAME is the data_source or its last path part, e.g. aime24=64 MATH-500=16",
+    )
+    parser.add_argument("--temperature", type=float, default=1.0, help="0 means greedy")
+    parser.add_argument("--top-p", type=float, default=1.0)
+    parser.add_argument("--max-tokens", type=int, default=2048, help="max generated tokens per response")
+    parser.add_argument(
+        "--batch-size", type=int, default=16, help="sequences per generate() call (hf backend)"
+    )
+    parser.add_argument("--out", default="eval_results", help="output folder (resumable)")
+    parser.add_argument(
+        "--backend", choices=BACKENDS, default="auto", help="auto: vllm if installed and a GPU"
+    )
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--dtype", default="auto", help="hf backend weights dtype: auto, float32, bfloat16")
+    parser.add_argument("--reward", default=DEFAULT_REWARD, help="batch reward function as module:function")
+    parser.add_argument("--overwrite", action="store_true", help="redo pairs already complete in --out")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> EvalStats:
+    args = build_parser().parse_args(argv)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    try:
+        cfg = EvalConfig(
+            models=args.model,
+            data=args.data,
+            out=args.out,
+            k=args.k,
+            k_overrides=parse_k_overrides(args.k_per_dataset),
+            sampling=SamplingConfig(
+                temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens, seed=args.seed
+            ),
+            batch_size=args.batch_size,
+            backend=args.backend,
+            dtype=args.dtype,
+            reward=args.reward,
+            overwrite=args.overwrite,
+        )
+        return run_evaluation(cfg)
+    except (ValueError, FileNotFoundError) as err:
+        raise SystemExit(f"evaluate.py: error: {err}") from err
+
+
+if __name__ == "__main__":
+    main()

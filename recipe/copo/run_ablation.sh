@@ -9,6 +9,10 @@
 #   (soft_with_zero is the main COPO run; local_only is COPO's GRPO-equivalent mode).
 # SIZE [7b]: 7b or 3b (which run_copo_qwen2.5_<SIZE>.sh supplies the settings).
 # Other env vars: those of run_copo_qwen2.5_7b.sh.
+if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then  # print the header comment
+  awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
+  exit 0
+fi
 set -xeuo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

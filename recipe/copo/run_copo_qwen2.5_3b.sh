@@ -7,6 +7,10 @@
 #
 # Env vars: those of run_copo_qwen2.5_7b.sh; defaults changed here:
 #   MODEL_PATH [Qwen/Qwen2.5-3B-Instruct]  ROLLOUT_N [6]  COPO_K [20]  COPO_B [1.5]  TP_SIZE [1]
+if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then  # print the header comment
+  awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
+  exit 0
+fi
 set -xeuo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

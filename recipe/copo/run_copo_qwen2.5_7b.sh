@@ -18,6 +18,10 @@
 #   ROLLOUT_N [8]  TRAIN_BATCH_SIZE [512]  PPO_MINI_BATCH_SIZE [32]  TOTAL_STEPS [70]
 #   MICRO_BATCH_PER_GPU [4]  TP_SIZE [2]  GPU_MEM_UTIL [0.6]  ROLLOUT_NAME [vllm]
 #   EXTRA_ARGS [""]: extra Hydra overrides (whitespace separated), placed before "$@".
+if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then  # print the header comment
+  awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
+  exit 0
+fi
 set -xeuo pipefail
 
 PYTHON=${PYTHON:-python3}

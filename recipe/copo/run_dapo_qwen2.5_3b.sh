@@ -9,6 +9,10 @@
 #
 # Env vars: those of run_copo_qwen2.5_3b.sh, plus OVERLONG_BUFFER_LEN [512],
 # OVERLONG_PENALTY [1.0], MAX_RESPONSE_LEN [2048], MAX_INFLIGHT_GEN_BATCHES [4].
+if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then  # print the header comment
+  awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
+  exit 0
+fi
 set -xeuo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

@@ -14,6 +14,10 @@
 #   GCPO_ALPHA [1.0]  GCPO_BETA [1.0]  GCPO_EXACT_MAX_G [10]  GCPO_NUM_PERMUTATIONS [64]
 #   GCPO_EMBEDDER [minilm]: minilm | a local sentence-transformers model folder | hash (smoke tests)
 #   GCPO_EMBED_BATCH_SIZE [64]
+if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then  # print the header comment
+  awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
+  exit 0
+fi
 set -xeuo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

@@ -6,6 +6,10 @@
 #   DRY_RUN=1 bash recipe/copo/run_grpo_qwen2.5_3b.sh ...    # print the command only
 #
 # Env vars: those of run_copo_qwen2.5_3b.sh (ADV_ESTIMATOR/LOSS_MODE are fixed here).
+if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then  # print the header comment
+  awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
+  exit 0
+fi
 set -xeuo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

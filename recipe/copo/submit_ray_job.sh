@@ -12,6 +12,10 @@
 #       env_vars when set here (MODEL_PATH, DATA_DIR, NNODES, ...), so the run script on the
 #       cluster sees them.
 #   SUBMIT_ARGS [""]  extra `ray job submit` options (whitespace separated), e.g. "--no-wait".
+if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then  # print the header comment
+  awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
+  exit 0
+fi
 set -xeuo pipefail
 
 if [ "$#" -lt 1 ]; then

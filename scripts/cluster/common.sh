@@ -1,0 +1,336 @@
+#!/usr/bin/env bash
+# Shared helpers for scripts/cluster/*.sh. Sourced, never run: it only defines functions and defaults.
+# shellcheck shell=bash
+
+# Repository root (scripts/cluster/.. /..), whatever the caller's working directory.
+COPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+export COPO_ROOT
+
+# Where start_*.sh record what they started, so stop.sh stops exactly that and nothing else.
+COPO_RAY_STATE_DIR="${COPO_RAY_STATE_DIR:-${HOME:-/tmp}/.cache/copo-verl/ray}"
+
+die() {
+  echo "[cluster] ERROR: $*" >&2
+  exit 1
+}
+
+log() {
+  echo "[cluster] $*" >&2
+}
+
+# usage_from_header FILE: print the comment block at the top of FILE (after the shebang) as help text.
+usage_from_header() {
+  sed -n '2,/^[^#]/p' "$1" | sed -e '/^[^#]/d' -e 's/^# \{0,1\}//'
+}
+
+# load_env_file PATH: export every assignment in PATH (KEY=VALUE lines, shell syntax). Variables
+# already set in the caller's environment win, so `GPUS_PER_NODE=4 bash start_head.sh` still works.
+load_env_file() {
+  local file=$1
+  [ -f "$file" ] || die "env file '$file' does not exist (set ENV_FILE or --env-file to an existing file; \
+template: scripts/cluster/cluster.env.example)"
+  local line key
+  while IFS= read -r line || [ -n "$line" ]; do
+    line="${line#"${line%%[![:space:]]*}"}"
+    case "$line" in '' | '#'*) continue ;; esac
+    line="${line#export }"
+    key="${line%%=*}"
+    [[ "$key" =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] || die "env file '$file': bad line '$line' (expected KEY=VALUE)"
+    if [ -z "${!key+x}" ]; then
+      # eval so quoting in the file behaves as in a shell script; the file is the user's own config.
+      eval "export $line"
+    fi
+  done <"$file"
+}
+
+# require_cmd NAME HINT: fail with HINT when NAME is not on PATH.
+require_cmd() {
+  command -v "$1" >/dev/null 2>&1 || die "'$1' not found on PATH. $2"
+}
+
+# require_int NAME VALUE: fail unless VALUE is a non-negative integer.
+require_int() {
+  [[ "$2" =~ ^[0-9]+$ ]] || die "$1='$2' must be a non-negative integer"
+}
+
+# detect_gpus: number of NVIDIA GPUs visible here (0 when nvidia-smi is missing).
+detect_gpus() {
+  if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then
+    local ids
+    IFS=',' read -r -a ids <<<"$CUDA_VISIBLE_DEVICES"
+    echo "${#ids[@]}"
+  elif command -v nvidia-smi >/dev/null 2>&1; then
+    nvidia-smi --list-gpus 2>/dev/null | grep -c '^GPU' || true
+  else
+    echo 0
+  fi
+}
+
+# detect_ip: this node's first non-loopback IPv4 address.
+detect_ip() {
+  local ip=""
+  if command -v hostname >/dev/null 2>&1; then
+    ip="$(hostname -I 2>/dev/null | awk '{print $1}')" || true
+  fi
+  if [ -z "$ip" ] && command -v ip >/dev/null 2>&1; then
+    ip="$(ip -4 -o addr show scope global 2>/dev/null | awk '{print $4}' | cut -d/ -f1 | head -n 1)" || true
+  fi
+  [ -n "$ip" ] || die "could not detect this node's IP; set NODE_IP explicitly"
+  echo "$ip"
+}
+
+# print_cmd ARGS...: the command as one shell-quoted line (copy-pasteable).
+print_cmd() {
+  local out="" arg
+  for arg in "$@"; do
+    out+="$(printf '%q' "$arg") "
+  done
+  echo "${out% }"
+}
+
+# python_bin: the interpreter the cluster scripts use (PYTHON, else the active venv's, else python3).
+python_bin() {
+  if [ -n "${PYTHON:-}" ]; then
+    echo "$PYTHON"
+  elif [ -n "${VIRTUAL_ENV:-}" ] && [ -x "$VIRTUAL_ENV/bin/python" ]; then
+    echo "$VIRTUAL_ENV/bin/python"
+  elif [ -x "$COPO_ROOT/.venv/bin/python" ]; then
+    echo "$COPO_ROOT/.venv/bin/python"
+  else
+    echo python3
+  fi
+}
+
+# ray_bin: the `ray` CLI next to python_bin, else the one on PATH.
+ray_bin() {
+  local py dir
+  py="$(python_bin)"
+  dir="$(dirname "$(command -v "$py" 2>/dev/null || echo "$py")")"
+  if [ -x "$dir/ray" ]; then
+    echo "$dir/ray"
+  else
+    echo ray
+  fi
+}
+
+# check_node_env GPUS: verl on this node must match recipe/copo/REQUIRED_VERL.txt and, when GPUS > 0,
+# CUDA must see a GPU (SKIP_ENV_CHECK=1 skips both).
+check_node_env() {
+  local gpus=$1
+  if [ "${SKIP_ENV_CHECK:-0}" = "1" ]; then
+    log "SKIP_ENV_CHECK=1: not checking the verl version on this node"
+    return 0
+  fi
+  local -a flags=()
+  if [ "$gpus" -gt 0 ]; then flags+=(--gpu); fi
+  "$(python_bin)" "$COPO_ROOT/scripts/cluster/check_env.py" "${flags[@]}" \
+    || die "this node's Python stack does not match the pin (see above); SKIP_ENV_CHECK=1 to bypass"
+}
+
+# wait_for_port HOST PORT TIMEOUT_S: true once a TCP connection to HOST:PORT succeeds.
+wait_for_port() {
+  local host=$1 port=$2 deadline=$((SECONDS + $3))
+  while [ "$SECONDS" -le "$deadline" ]; do
+    if (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null; then return 0; fi
+    log "waiting for $host:$port ..."
+    sleep 5
+  done
+  return 1
+}
+
+# wait_for_raylet TEMP_DIR RAY_PID: wait until the raylet of the session in TEMP_DIR runs (a blocking
+# `ray start` never returns, so this is how BLOCK=1 knows Ray is up); return 1 if RAY_PID dies first.
+wait_for_raylet() {
+  local dir=$1 ray_pid=$2 deadline=$((SECONDS + ${RAY_START_TIMEOUT_S:-180})) pid
+  while [ "$SECONDS" -le "$deadline" ]; do
+    if [ ! -d "/proc/$ray_pid" ]; then
+      log "ray start (pid $ray_pid) exited before its raylet came up; see above"
+      return 1
+    fi
+    for pid in $(ray_pids_for_session "$dir"); do
+      case "$(cmdline_of "$pid")" in *raylet/raylet*) return 0 ;; esac
+    done
+    sleep 2
+  done
+  die "no raylet for $dir after ${RAY_START_TIMEOUT_S:-180}s"
+}
+
+# process_alive PID: true while PID runs (a zombie waiting to be reaped counts as gone).
+process_alive() {
+  local stat rest
+  read -r stat 2>/dev/null <"/proc/$1/stat" || return 1
+  rest="${stat##*) }"
+  [ "${rest:0:1}" != "Z" ]
+}
+
+# kill_session TEMP_DIR [CLIENT_PORT]: SIGTERM, then SIGKILL after 10 s, to every process of that
+# Ray session (used to clear the leftovers of a failed `ray start` before retrying).
+kill_session() {
+  local -a pids
+  local pid any deadline=$((SECONDS + 10))
+  mapfile -t pids < <(ray_pids_for_session "$1" "${2:-}")
+  [ "${#pids[@]}" -gt 0 ] || return 0
+  kill -TERM "${pids[@]}" 2>/dev/null || true
+  while [ "$SECONDS" -lt "$deadline" ]; do
+    any=0
+    for pid in "${pids[@]}"; do if process_alive "$pid"; then any=1; fi; done
+    [ "$any" = 1 ] || return 0
+    sleep 1
+  done
+  kill -KILL "${pids[@]}" 2>/dev/null || true
+}
+
+# launch_ray ROLE TEMP_DIR CLIENT_PORT CMD...: run `ray start` CMD, retrying up to RAY_START_ATTEMPTS
+# times (on a loaded node Ray's fixed 30 s wait for the raylet to register can expire), then record
+# the session for stop.sh. With BLOCK=1 (CMD has --block) stay in the foreground until Ray exits,
+# pass SIGTERM/SIGINT on to it, and drop the record at the end.
+launch_ray() {
+  local role=$1 dir=$2 client_port=$3 attempt=1 rc
+  shift 3
+  local attempts=${RAY_START_ATTEMPTS:-3}
+  require_int RAY_START_ATTEMPTS "$attempts"
+  COPO_RAY_PID=""
+  if [ "${BLOCK:-0}" = "1" ]; then
+    # shellcheck disable=SC2064  # expand the state path now: it is fixed for this run
+    trap "rm -f '$COPO_RAY_STATE_DIR/$(hostname).$role.state'" EXIT
+    trap 'if [ -n "$COPO_RAY_PID" ]; then kill -TERM "$COPO_RAY_PID" 2>/dev/null || true; fi' TERM INT
+  fi
+  while :; do
+    if [ "${BLOCK:-0}" = "1" ]; then
+      "$@" &
+      COPO_RAY_PID=$!
+      if wait_for_raylet "$dir" "$COPO_RAY_PID"; then break; fi
+    elif "$@"; then
+      break
+    fi
+    kill_session "$dir" "$client_port"
+    [ "$attempt" -lt "$attempts" ] || die "ray start failed $attempt time(s); see above"
+    log "ray start failed (attempt $attempt of $attempts); cleared its processes, retrying in 5 s"
+    attempt=$((attempt + 1))
+    sleep 5
+  done
+  record_ray_state "$role" "$dir" "$client_port"
+  [ "${BLOCK:-0}" = "1" ] || return 0
+  log "Ray $role up; blocking until Ray exits (BLOCK=1)"
+  rc=0
+  wait "$COPO_RAY_PID" || rc=$?
+  # a trapped signal interrupts `wait`: wait again for Ray's own shutdown
+  if [ -d "/proc/$COPO_RAY_PID" ]; then wait "$COPO_RAY_PID" || rc=$?; fi
+  exit "$rc"
+}
+
+# is_our_ray_cmd CMDLINE TEMP_DIR [CLIENT_PORT]: true when CMDLINE is a Ray daemon of the session in
+# TEMP_DIR. Every Ray daemon is a program or module inside the ray package and names the temp dir in
+# its arguments, except the head's Ray-client proxy, which is recognised by its port instead.
+is_our_ray_cmd() {
+  local cmd=$1 dir=$2 client_port=${3:-}
+  case "$cmd" in */ray/* | *" -m ray."*) ;; *) return 1 ;; esac
+  case "$cmd" in *"$dir"*) return 0 ;; esac
+  if [ -n "$client_port" ]; then
+    case "$cmd" in *ray.util.client.server*"--port=$client_port "*) return 0 ;; esac
+  fi
+  return 1
+}
+
+# ancestors: this shell and its ancestors, space separated (never candidates for stopping).
+ancestors() {
+  local pid=$$ out=" " rest _state ppid
+  while [ -n "$pid" ] && [ "$pid" -gt 1 ] 2>/dev/null; do
+    out+="$pid "
+    read -r _ rest 2>/dev/null <"/proc/$pid/stat" || break
+    rest="${rest##*) }"
+    read -r _state ppid _ <<<"$rest"
+    pid=$ppid
+  done
+  echo "$out"
+}
+
+# record_ray_state ROLE TEMP_DIR [CLIENT_PORT]: after `ray start`, write a state file naming the
+# session this script started and the PIDs of its processes, so stop.sh can stop exactly those.
+record_ray_state() {
+  local role=$1 temp_dir=$2 client_port=${3:-} host state pids session
+  host="$(hostname)"
+  mkdir -p "$COPO_RAY_STATE_DIR"
+  state="$COPO_RAY_STATE_DIR/${host}.${role}.state"
+  session="$(readlink -f "$temp_dir/session_latest" 2>/dev/null || true)"
+  pids="$(ray_pids_for_session "$temp_dir" "$client_port" | tr '\n' ' ')"
+  local tmp="$state.tmp.$$"
+  {
+    echo "ROLE=$role"
+    echo "HOST=$host"
+    echo "RAY_TEMP_DIR=$temp_dir"
+    echo "RAY_CLIENT_PORT=$client_port"
+    echo "RAY_SESSION_DIR=$session"
+    echo "PIDS=\"${pids% }\""
+    echo "STARTED_AT=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  } >"$tmp"
+  mv -f "$tmp" "$state" # atomic: stop.sh never reads a half-written file
+  log "recorded $role state in $state (pids: ${pids% })"
+}
+
+# refuse_if_running ROLE: stop here if this script's ROLE (head/worker) is already running on this
+# machine; a state file whose processes are all gone (node rebooted, Slurm ended the step) is stale
+# and is removed.
+refuse_if_running() {
+  local role=$1 state dir client_port pids pid cmd
+  state="$COPO_RAY_STATE_DIR/$(hostname).${role}.state"
+  [ -f "$state" ] || return 0
+  dir="$(sed -n 's/^RAY_TEMP_DIR=//p' "$state")"
+  client_port="$(sed -n 's/^RAY_CLIENT_PORT=//p' "$state")"
+  pids="$(sed -n 's/^PIDS="\(.*\)"$/\1/p' "$state")"
+  for pid in $pids; do
+    cmd="$(cmdline_of "$pid")"
+    if [ -n "$cmd" ] && [ -n "$dir" ] && is_our_ray_cmd "$cmd" "$dir" "$client_port"; then
+      die "a Ray $role started by this script is running (pid $pid, recorded in $state); run stop.sh first"
+    fi
+  done
+  log "removing stale state file $state (none of its processes is alive)"
+  rm -f "$state"
+}
+
+# cmdline_of PID: the process's command line with NULs as spaces (empty when it is gone).
+cmdline_of() {
+  tr '\0' ' ' 2>/dev/null <"/proc/$1/cmdline" || true
+}
+
+# ray_pids_for_session TEMP_DIR [CLIENT_PORT]: PIDs of live processes of that Ray session (see
+# is_our_ray_cmd) plus all their descendants (Ray workers rename themselves "ray::..." but stay
+# children of the raylet).
+ray_pids_for_session() {
+  local dir=$1 client_port=${2:-} pid cmd skip
+  local -a roots=()
+  skip="$(ancestors)$BASHPID "
+  for pid in /proc/[0-9]*; do
+    pid="${pid#/proc/}"
+    case "$skip" in *" $pid "*) continue ;; esac
+    cmd="$(cmdline_of "$pid")"
+    [ -n "$cmd" ] || continue
+    if is_our_ray_cmd "$cmd" "$dir" "$client_port"; then roots+=("$pid"); fi
+  done
+  [ "${#roots[@]}" -gt 0 ] || return 0
+  descendants "${roots[@]}" | sort -un
+}
+
+# descendants PID...: the given PIDs and every live descendant, one per line.
+descendants() {
+  local -A children=()
+  local stat pid ppid rest _state
+  for stat in /proc/[0-9]*/stat; do
+    read -r pid rest 2>/dev/null <"$stat" || continue
+    # field 4 (ppid) comes after the ")" that closes the command name, which may contain spaces
+    rest="${rest##*) }"
+    read -r _state ppid _ <<<"$rest"
+    children[$ppid]+="$pid "
+  done
+  local -a queue=("$@")
+  local seen=" "
+  while [ "${#queue[@]}" -gt 0 ]; do
+    pid="${queue[0]}"
+    queue=("${queue[@]:1}")
+    case "$seen" in *" $pid "*) continue ;; esac
+    seen+="$pid "
+    if [ -d "/proc/$pid" ]; then echo "$pid"; fi
+    # shellcheck disable=SC2206  # word splitting of the space-separated child list is intended
+    queue+=(${children[$pid]:-})
+  done
+}

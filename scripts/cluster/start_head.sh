@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Start the Ray head node of a copo-verl cluster on this machine.
+#
+# Usage: bash scripts/cluster/start_head.sh [--env-file FILE] [--dry-run] [-- EXTRA_RAY_START_ARGS...]
+#
+# Environment (defaults in brackets; an --env-file / ENV_FILE with KEY=VALUE lines is loaded first,
+# values already set in the environment win; template: scripts/cluster/cluster.env.example):
+#   GPUS_PER_NODE    GPUs Ray may use on this node             [detected with nvidia-smi]
+#   NUM_CPUS         CPUs Ray may use on this node             [Ray's detection]
+#   NODE_IP          address the other nodes reach this one at [first address of `hostname -I`]
+#   RAY_PORT         GCS port workers connect to               [6379]
+#   DASHBOARD_PORT   dashboard and job-submission port         [8265]
+#   RAY_CLIENT_PORT  Ray client server port                    [10001]
+#   DASHBOARD_AGENT_PORT  HTTP port of this node's dashboard agent (job submission goes through
+#                    the head's; must be free on the node)   [52365]
+#   RAY_TEMP_DIR     Ray's session/log directory (keep short)  [/tmp/ray_copo_$USER]
+#   RAY_START_ATTEMPTS  tries of `ray start` (a loaded node can miss Ray's 30 s startup wait) [3]
+#   SKIP_ENV_CHECK   1 skips the verl-version check            [0]
+#   BLOCK            1 keeps this script in the foreground until Ray exits (Slurm/srun steps,
+#                    containers); 0 returns once Ray is up           [0]
+#   DRY_RUN          1 prints the `ray start` command and exits [0]
+# Variables exported by the env file (NCCL_SOCKET_IFNAME, HF_HOME, WANDB_API_KEY ...) are inherited by
+# every Ray worker started on this node. Stop with: bash scripts/cluster/stop.sh
+set -euo pipefail
+# shellcheck source=scripts/cluster/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+EXTRA=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -h | --help) usage_from_header "$0"; exit 0 ;;
+    --env-file) [ $# -ge 2 ] || die "--env-file needs a path"; ENV_FILE=$2; shift 2 ;;
+    --dry-run) DRY_RUN=1; shift ;;
+    --) shift; EXTRA=("$@"); break ;;
+    *) die "unknown argument '$1' (see --help)" ;;
+  esac
+done
+if [ -n "${ENV_FILE:-}" ]; then load_env_file "$ENV_FILE"; fi
+
+DRY_RUN=${DRY_RUN:-0}
+BLOCK=${BLOCK:-0}
+RAY_PORT=${RAY_PORT:-6379}
+DASHBOARD_PORT=${DASHBOARD_PORT:-8265}
+RAY_CLIENT_PORT=${RAY_CLIENT_PORT:-10001}
+RAY_TEMP_DIR=${RAY_TEMP_DIR:-/tmp/ray_copo_${USER:-$(id -un)}}
+DASHBOARD_AGENT_PORT=${DASHBOARD_AGENT_PORT:-52365}
+require_int DASHBOARD_AGENT_PORT "$DASHBOARD_AGENT_PORT"
+GPUS_PER_NODE=${GPUS_PER_NODE:-$(detect_gpus)}
+NODE_IP=${NODE_IP:-$(detect_ip)}
+for v in RAY_PORT DASHBOARD_PORT RAY_CLIENT_PORT GPUS_PER_NODE; do require_int "$v" "${!v}"; done
+[ -z "${NUM_CPUS:-}" ] || require_int NUM_CPUS "$NUM_CPUS"
+# Ray puts unix sockets under the temp dir; their paths must stay below 107 bytes.
+[ "${#RAY_TEMP_DIR}" -le 48 ] || die "RAY_TEMP_DIR='$RAY_TEMP_DIR' is too long for Ray's socket paths (max 48 chars)"
+
+RAY="$(ray_bin)"
+CMD=("$RAY" start --head
+  --node-ip-address="$NODE_IP"
+  --port="$RAY_PORT"
+  --dashboard-host=0.0.0.0
+  --dashboard-port="$DASHBOARD_PORT"
+  --ray-client-server-port="$RAY_CLIENT_PORT"
+  --num-gpus="$GPUS_PER_NODE"
+  --dashboard-agent-listen-port="$DASHBOARD_AGENT_PORT"
+  --temp-dir="$RAY_TEMP_DIR"
+  --disable-usage-stats)
+[ -z "${NUM_CPUS:-}" ] || CMD+=(--num-cpus="$NUM_CPUS")
+if [ "$BLOCK" = "1" ]; then CMD+=(--block); fi
+CMD+=("${EXTRA[@]}")
+
+if [ "$DRY_RUN" = "1" ]; then
+  print_cmd "${CMD[@]}"
+  exit 0
+fi
+
+[ -x "$RAY" ] || require_cmd "$RAY" 'Install the project first: pip install -e ".[gpu]" (or use docker/Dockerfile).'
+[ "$GPUS_PER_NODE" -gt 0 ] || log "WARNING: GPUS_PER_NODE=0: this head will schedule no GPU work"
+refuse_if_running head
+check_node_env "$GPUS_PER_NODE"
+
+mkdir -p "$RAY_TEMP_DIR"
+log "starting Ray head on $NODE_IP:$RAY_PORT with $GPUS_PER_NODE GPU(s)"
+launch_ray head "$RAY_TEMP_DIR" "$RAY_CLIENT_PORT" "${CMD[@]}"
+
+cat >&2 <<EOF
+[cluster] Ray head is up.
+[cluster]   workers:  HEAD_ADDRESS=$NODE_IP:$RAY_PORT bash scripts/cluster/start_worker.sh
+[cluster]   submit:   RAY_ADDRESS=http://$NODE_IP:$DASHBOARD_PORT bash scripts/cluster/submit.sh
+[cluster]   stop:     bash scripts/cluster/stop.sh
+EOF

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Start a Ray worker node on this machine and join it to a running copo-verl head.
+#
+# Usage: HEAD_ADDRESS=10.0.0.1:6379 bash scripts/cluster/start_worker.sh [--env-file FILE] [--dry-run]
+#                                                                        [-- EXTRA_RAY_START_ARGS...]
+#
+# Environment (defaults in brackets; an --env-file / ENV_FILE with KEY=VALUE lines is loaded first,
+# values already set in the environment win; template: scripts/cluster/cluster.env.example):
+#   HEAD_ADDRESS     head's GCS address, IP:PORT (required; printed by start_head.sh)
+#   GPUS_PER_NODE    GPUs Ray may use on this node             [detected with nvidia-smi]
+#   NUM_CPUS         CPUs Ray may use on this node             [Ray's detection]
+#   NODE_IP          this node's address                       [first address of `hostname -I`]
+#   DASHBOARD_AGENT_PORT  HTTP port of this node's dashboard agent (job submission goes through
+#                    the head's; must be free on the node)   [52365]
+#   RAY_TEMP_DIR     Ray's session/log directory (keep short)  [/tmp/ray_copo_$USER]
+#   WAIT_FOR_HEAD_S  seconds to wait for the head's port to answer [300]
+#   RAY_START_ATTEMPTS  tries of `ray start` (a loaded node can miss Ray's 30 s startup wait) [3]
+#   SKIP_ENV_CHECK   1 skips the verl-version check            [0]
+#   BLOCK            1 keeps this script in the foreground until Ray exits (Slurm/srun steps,
+#                    containers); 0 returns once Ray is up           [0]
+#   DRY_RUN          1 prints the `ray start` command and exits [0]
+# Stop with: bash scripts/cluster/stop.sh (on this node).
+set -euo pipefail
+# shellcheck source=scripts/cluster/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+EXTRA=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -h | --help) usage_from_header "$0"; exit 0 ;;
+    --env-file) [ $# -ge 2 ] || die "--env-file needs a path"; ENV_FILE=$2; shift 2 ;;
+    --dry-run) DRY_RUN=1; shift ;;
+    --) shift; EXTRA=("$@"); break ;;
+    *) die "unknown argument '$1' (see --help)" ;;
+  esac
+done
+if [ -n "${ENV_FILE:-}" ]; then load_env_file "$ENV_FILE"; fi
+
+DRY_RUN=${DRY_RUN:-0}
+BLOCK=${BLOCK:-0}
+[ -n "${HEAD_ADDRESS:-}" ] || die "HEAD_ADDRESS is not set: export HEAD_ADDRESS=<head ip>:<RAY_PORT> \
+(start_head.sh prints it)"
+[[ "$HEAD_ADDRESS" =~ ^[^:]+:[0-9]+$ ]] || die "HEAD_ADDRESS='$HEAD_ADDRESS' must look like IP:PORT"
+RAY_TEMP_DIR=${RAY_TEMP_DIR:-/tmp/ray_copo_${USER:-$(id -un)}}
+DASHBOARD_AGENT_PORT=${DASHBOARD_AGENT_PORT:-52365}
+require_int DASHBOARD_AGENT_PORT "$DASHBOARD_AGENT_PORT"
+GPUS_PER_NODE=${GPUS_PER_NODE:-$(detect_gpus)}
+NODE_IP=${NODE_IP:-$(detect_ip)}
+WAIT_FOR_HEAD_S=${WAIT_FOR_HEAD_S:-300}
+for v in GPUS_PER_NODE WAIT_FOR_HEAD_S; do require_int "$v" "${!v}"; done
+[ -z "${NUM_CPUS:-}" ] || require_int NUM_CPUS "$NUM_CPUS"
+[ "${#RAY_TEMP_DIR}" -le 48 ] || die "RAY_TEMP_DIR='$RAY_TEMP_DIR' is too long for Ray's socket paths (max 48 chars)"
+
+RAY="$(ray_bin)"
+CMD=("$RAY" start
+  --address="$HEAD_ADDRESS"
+  --node-ip-address="$NODE_IP"
+  --num-gpus="$GPUS_PER_NODE"
+  --dashboard-agent-listen-port="$DASHBOARD_AGENT_PORT"
+  --temp-dir="$RAY_TEMP_DIR"
+  --disable-usage-stats)
+[ -z "${NUM_CPUS:-}" ] || CMD+=(--num-cpus="$NUM_CPUS")
+if [ "$BLOCK" = "1" ]; then CMD+=(--block); fi
+CMD+=("${EXTRA[@]}")
+
+if [ "$DRY_RUN" = "1" ]; then
+  print_cmd "${CMD[@]}"
+  exit 0
+fi
+
+[ -x "$RAY" ] || require_cmd "$RAY" 'Install the project first: pip install -e ".[gpu]" (or use docker/Dockerfile).'
+refuse_if_running worker
+check_node_env "$GPUS_PER_NODE"
+
+# On Slurm and similar, workers often come up before the head: wait until its port answers.
+mkdir -p "$RAY_TEMP_DIR"
+wait_for_port "${HEAD_ADDRESS%:*}" "${HEAD_ADDRESS##*:}" "$WAIT_FOR_HEAD_S" \
+  || die "head $HEAD_ADDRESS not reachable within ${WAIT_FOR_HEAD_S}s (is start_head.sh running there, \
+and is port ${HEAD_ADDRESS##*:} open from $NODE_IP?)"
+launch_ray worker "$RAY_TEMP_DIR" "" "${CMD[@]}"
+log "worker $NODE_IP joined $HEAD_ADDRESS with $GPUS_PER_NODE GPU(s)"

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Create or refresh the CPU virtualenv at .venv (or $COPO_VENV) and install the project
 # with its CPU extra. Idempotent: a second run only installs what changed.
+#
+#   bash scripts/setup_env.sh            # env: COPO_VENV [.venv], PYTHON [python3]
 if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then  # print the header comment
   awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
   exit 0

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import uuid
+import zlib
 
 import numpy as np
 import pytest
@@ -79,7 +80,8 @@ SCALES = (
 def test_local_only_loss_equals_verl_vanilla(
     mode: str, scale: dict, clip: tuple, mask_dtype: torch.dtype
 ) -> None:
-    gen = torch.Generator().manual_seed(hash((mode, clip)) % 2**31)
+    # zlib, not hash(): str hashing is salted per process, which made the data vary run to run.
+    gen = torch.Generator().manual_seed(zlib.crc32(f"{mode}{clip}".encode()))
     n, length = 24, 17
     scores = (torch.rand(n, generator=gen) < 0.5).float()
     index = [f"p{i // 4}" for i in range(n)]

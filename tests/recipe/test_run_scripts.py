@@ -223,7 +223,8 @@ def test_group_size_one_fails() -> None:
         ("algorithm.copo.blend_mode=softer", "blend_mode"),
         ("algorithm.copo.entropy_source=answers", "entropy_source"),
         ("algorithm.copo.local_estimator=ppo", "local_estimator"),
-        ("algorithm.gcpo.exact_max_g=0", "exact_max_g"),
+        ("algorithm.gcpo.exact_max_g=21", "exact_max_g"),  # above copo_core.gcpo.MAX_EXACT_G
+        ("algorithm.gcpo.exact_max_g=-1", "exact_max_g"),
         ("trainer.use_v1=false", "use_v1"),
         ("algorithm.use_kl_in_reward=true", "use_kl_in_reward"),
     ],

@@ -1,0 +1,172 @@
+"""Run verl 0.9.1's real trainer on CPU (no accelerator), with nothing edited inside verl.
+
+``activate(config)`` is called by ``recipe.copo.main_copo`` before ``ray.init`` when
+``trainer.device == "cpu"``. It checks the pinned verl version, installs the pieces below in
+the driver, and sets the environment that makes every Ray worker install them too:
+
+* ``VERL_USE_EXTERNAL_MODULES=recipe.cpu_backend``: verl/__init__.py imports this package in
+  every process, which runs :func:`install`.
+* ``VERL_PLATFORM=cpu``: verl's platform registry picks :class:`platform.CPUPlatform`
+  (auto-detection would fall back to ``nvidia``).
+* ``VERL_ENGINE_DEVICE=cuda``: the FSDP engine is registered for cuda/npu only
+  (verl/workers/engine/fsdp/transformer_impl.py:1143); its code is device-agnostic once the
+  platform answers "cpu" (verl/workers/engine/base.py:404 honours the override).
+
+:func:`install` (idempotent) registers the CPU platform, applies the two torch-level patches
+(gloo process group, no pinned memory; see ``patches.py``) and registers the ``hf`` rollout
+(``hf_server.HFReplica`` + ``adapter.HFServerAdapter``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+__all__ = ["activate", "install", "check_verl_version", "ROLLOUT_NAME", "REQUIRED_VERL_FILE"]
+
+ROLLOUT_NAME = "hf"
+MODULE_NAME = __name__
+REQUIRED_VERL_FILE = Path(__file__).resolve().parent.parent / "copo" / "REQUIRED_VERL.txt"
+_FALLBACK_REQUIREMENT = "verl==0.9.1"
+
+_installed = False
+
+
+def _required_verl() -> str:
+    """The pinned verl version, from recipe/copo/REQUIRED_VERL.txt (``verl==X.Y.Z``)."""
+    text = REQUIRED_VERL_FILE.read_text() if REQUIRED_VERL_FILE.is_file() else _FALLBACK_REQUIREMENT
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line.startswith("verl=="):
+            return line.split("==", 1)[1].strip()
+    raise ValueError(f"{REQUIRED_VERL_FILE}: expected a line 'verl==X.Y.Z', got {text!r}")
+
+
+def check_verl_version(installed: str | None = None) -> str:
+    """Raise RuntimeError unless the installed verl is the pinned one; returns the version.
+
+    The CPU backend relies on private verl details (the rollout registry dict, the process-group
+    backend string, the engine registry), so any other version must fail loudly up front.
+    """
+    if installed is None:
+        import verl
+
+        installed = verl.__version__
+    required = _required_verl()
+    if installed != required:
+        raise RuntimeError(
+            f"The CPU backend (recipe/cpu_backend) supports verl=={required} only, but verl {installed} "
+            f"is installed. Install the pinned version: pip install 'verl=={required}' --no-deps "
+            "(or run bash scripts/setup_env.sh)."
+        )
+    return installed
+
+
+def install() -> None:
+    """Register the CPU platform, the torch patches and the ``hf`` rollout in this process."""
+    global _installed
+    if _installed:
+        return
+    from . import patches, platform  # noqa: F401  (platform registers itself on import)
+
+    patches.apply_all()
+    _register_rollout()
+    _installed = True
+
+
+def _register_rollout() -> None:
+    from verl.workers.rollout import base as rollout_base
+    from verl.workers.rollout.replica import RolloutReplicaRegistry
+
+    def _load_hf_replica() -> type:
+        from .hf_server import HFReplica
+
+        return HFReplica
+
+    RolloutReplicaRegistry.register(ROLLOUT_NAME, _load_hf_replica)
+    # verl 0.9.1 has no public hook for the worker-side rollout class: this private dict
+    # (verl/workers/rollout/base.py:_ROLLOUT_REGISTRY) is what get_rollout_class() reads.
+    rollout_base._ROLLOUT_REGISTRY[(ROLLOUT_NAME, "async")] = f"{MODULE_NAME}.adapter.HFServerAdapter"
+
+
+PROJECT_ROOT = str(Path(__file__).resolve().parent.parent.parent)
+
+
+def _worker_env() -> dict[str, str]:
+    """Environment every process of the job needs (driver and Ray workers alike)."""
+    project_root = PROJECT_ROOT
+    pythonpath = os.environ.get("PYTHONPATH", "")
+    if project_root not in pythonpath.split(os.pathsep):
+        pythonpath = os.pathsep.join(p for p in (project_root, pythonpath) if p)
+    modules = [m for m in os.environ.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]
+    if MODULE_NAME not in modules:
+        modules.append(MODULE_NAME)
+    return {
+        "VERL_USE_EXTERNAL_MODULES": ",".join(modules),
+        "VERL_PLATFORM": "cpu",
+        "VERL_ENGINE_DEVICE": "cuda",
+        # Ray workers must import `recipe` from this checkout (Ray's cwd is not on sys.path).
+        "PYTHONPATH": pythonpath,
+        "TOKENIZERS_PARALLELISM": os.environ.get("TOKENIZERS_PARALLELISM", "false"),
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", str(os.cpu_count() or 1)),
+    }
+
+
+def _select_cpu_platform() -> None:
+    """Make the driver's platform singleton the CPU one even if verl already resolved another."""
+    from verl.plugin.platform import platform_manager
+
+    from .platform import CPUPlatform
+
+    current = platform_manager._current_platform
+    if not isinstance(current, CPUPlatform):
+        platform_manager.set_platform(CPUPlatform())
+
+
+def activate(config: DictConfig | None = None) -> DictConfig | None:
+    """Switch this process and the job's Ray workers to the CPU backend.
+
+    Args:
+        config: the job's composed Hydra config (or None to only set up this process).
+
+    Returns:
+        ``config`` with ``trainer.device=cpu`` and the env vars above added to
+        ``ray_kwargs.ray_init.runtime_env.env_vars``; None when ``config`` is None.
+    """
+    check_verl_version()
+    # Ray refuses a logical GPU when CUDA_VISIBLE_DEVICES is set but empty (a common way to hide
+    # GPUs): "Attempting to start raylet with 1 GPU, but CUDA_VISIBLE_DEVICES contains []".
+    if os.environ.get("CUDA_VISIBLE_DEVICES", None) == "":
+        del os.environ["CUDA_VISIBLE_DEVICES"]
+    env = _worker_env()
+    os.environ.update(env)
+    if PROJECT_ROOT not in sys.path:
+        sys.path.insert(0, PROJECT_ROOT)
+    install()
+    _select_cpu_platform()
+    if config is None:
+        return None
+    with open_dict(config):
+        config.trainer.device = "cpu"
+        runtime_env = OmegaConf.select(config, "ray_kwargs.ray_init.runtime_env", default=None)
+        if runtime_env is None:
+            OmegaConf.update(config, "ray_kwargs.ray_init.runtime_env", {}, force_add=True)
+        env_vars: Any = OmegaConf.select(config, "ray_kwargs.ray_init.runtime_env.env_vars", default=None)
+        user_env = OmegaConf.to_container(env_vars) if env_vars is not None else {}
+        merged = {**env, **user_env}  # the user's values win, except that this module must load
+        modules = [m for m in str(merged["VERL_USE_EXTERNAL_MODULES"]).split(",") if m]
+        merged["VERL_USE_EXTERNAL_MODULES"] = ",".join(
+            [*modules, MODULE_NAME] if MODULE_NAME not in modules else modules
+        )
+        OmegaConf.update(config, "ray_kwargs.ray_init.runtime_env.env_vars", merged, force_add=True)
+    return config
+
+
+# Imported by verl/__init__.py in a Ray worker (VERL_USE_EXTERNAL_MODULES) or explicitly by the
+# driver: in a process where the CPU platform is selected, install everything right away.
+if os.environ.get("VERL_PLATFORM", "").strip().lower() == "cpu":
+    install()

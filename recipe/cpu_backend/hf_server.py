@@ -1,0 +1,345 @@
+"""HF-transformers rollout server: a Ray actor that verl's agent loop talks to like a vLLM server.
+
+verl 0.9.1 only generates through rollout *servers* (vllm/sglang/trtllm, registered in
+verl/workers/rollout/replica.py:388-390); none runs on CPU. This module provides the same
+surface with plain transformers:
+
+* ``HFRolloutServer.generate(prompt_ids, sampling_params, request_id, ...) -> TokenOutput``
+  (token-in/token-out with per-token log-probs). Requests that arrive while a batch is being
+  decoded are queued and decoded together in the next batch (grouped by sampling settings).
+* ``HFRolloutServer.update_weights(named_tensors)``: the actor pushes its weights every step
+  (see ``adapter.HFServerAdapter``).
+* sleep/wake-up/kv-cache/abort/profile calls are no-ops: there is no GPU memory to release.
+
+``HFReplica`` is the ``RolloutReplica`` that launches one server per replica, registered as
+rollout ``hf``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import ray
+import torch
+from verl.workers.rollout.replica import RolloutReplica, TokenOutput
+
+from .sampling import SamplingParams, sample_batch
+
+logger = logging.getLogger(__name__)
+
+SERVER_NAME_PREFIX = "hf_"
+_DTYPES = {
+    "float32": torch.float32,
+    "fp32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "bf16": torch.bfloat16,
+    "float16": torch.float16,
+    "fp16": torch.float16,
+}
+
+
+def server_actor_name(replica_rank: int, node_rank: int = 0, suffix: str = "") -> str:
+    """Ray actor name of a replica's server; the worker-side adapter looks it up by this name."""
+    return f"{SERVER_NAME_PREFIX}server_{replica_rank}_{node_rank}{suffix}"
+
+
+@dataclass
+class _Request:
+    prompt_ids: list[int]
+    params: SamplingParams
+    seed: int
+    future: asyncio.Future = field(repr=False)
+
+
+class HFRolloutServer:
+    """Token-in/token-out generation with a transformers model (one CPU process).
+
+    Args:
+        config: verl ``RolloutConfig`` (dataclass or DictConfig): prompt/response length, dtype,
+            seed, max_num_seqs, ignore_eos.
+        model_config: verl ``HFModelConfig`` or its DictConfig (``path``/``local_path``).
+        replica_rank: rank of the replica this server belongs to.
+    """
+
+    def __init__(self, config: Any, model_config: Any, replica_rank: int = 0) -> None:
+        from verl.utils.config import omega_conf_to_dataclass
+        from verl.workers.config import HFModelConfig, RolloutConfig
+
+        self.config = omega_conf_to_dataclass(config, dataclass_type=RolloutConfig)
+        self.model_config = omega_conf_to_dataclass(model_config, dataclass_type=HFModelConfig)
+        self.replica_rank = replica_rank
+        self.global_steps: int | None = None
+        self.model: torch.nn.Module | None = None
+        self._pending: list[_Request] = []
+        self._wake: asyncio.Event | None = None
+        self._loop_task: asyncio.Task | None = None
+        self._model_lock: asyncio.Lock | None = None
+        # occurrences of each prompt since the last weight update: with the seed, they fix each
+        # request's RNG stream (see _request_seed)
+        self._prompt_counts: dict[int, int] = {}
+        self._weight_version = 0
+        self._stats = {"requests": 0, "batches": 0, "max_batch": 0, "weight_updates": 0}
+        threads = os.environ.get("COPO_CPU_THREADS")
+        if threads:
+            torch.set_num_threads(int(threads))
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    async def launch_server(self) -> None:
+        """Load the model (from the local path, in ``rollout.dtype``) and start the batching loop."""
+        from transformers import AutoModelForCausalLM
+
+        dtype_name = str(self.config.dtype)
+        if dtype_name not in _DTYPES:
+            raise ValueError(
+                f"actor_rollout_ref.rollout.dtype={dtype_name!r} is not supported by the hf rollout; "
+                f"use one of {sorted(_DTYPES)}"
+            )
+        path = self.model_config.local_path or self.model_config.path
+        self.model = AutoModelForCausalLM.from_pretrained(
+            path,
+            dtype=_DTYPES[dtype_name],
+            attn_implementation="sdpa",
+            trust_remote_code=self.model_config.trust_remote_code,
+        ).eval()
+        tokenizer = self.model_config.tokenizer
+        eos: set[int] = set()
+        if tokenizer is not None and tokenizer.eos_token_id is not None:
+            eos.add(int(tokenizer.eos_token_id))
+        gen_eos = getattr(self.model_config.generation_config, "eos_token_id", None)
+        if gen_eos is not None:
+            eos.update(int(e) for e in (gen_eos if isinstance(gen_eos, list | tuple) else [gen_eos]))
+        if not eos:
+            raise ValueError(f"model at {path} defines no eos token (tokenizer or generation_config)")
+        self.eos_token_ids = sorted(eos)
+        pad = tokenizer.pad_token_id if tokenizer is not None else None
+        self.pad_token_id = int(pad if pad is not None else self.eos_token_ids[0])
+        self._max_model_len = int(
+            self.config.max_model_len or (self.config.prompt_length + self.config.response_length)
+        )
+        self._wake = asyncio.Event()
+        self._model_lock = asyncio.Lock()
+        self._loop_task = asyncio.get_running_loop().create_task(self._batch_loop())
+        logger.info("hf rollout server %d ready: %s (%s), eos=%s", self.replica_rank, path, dtype_name, eos)
+
+    def get_server_address(self) -> str:
+        return f"hf-rollout-{self.replica_rank}"
+
+    # -- generation ------------------------------------------------------------------------
+    def _params(self, prompt_len: int, sampling_params: dict[str, Any]) -> SamplingParams:
+        budget = self._max_model_len - prompt_len
+        if budget < 1:
+            raise ValueError(
+                f"prompt of {prompt_len} tokens leaves no room to generate within "
+                f"max_model_len={self._max_model_len}; raise actor_rollout_ref.rollout.prompt_length/"
+                "response_length or data.max_prompt_length"
+            )
+        max_tokens = sampling_params.get("max_tokens", sampling_params.get("max_new_tokens"))
+        if max_tokens is None:
+            max_tokens = min(
+                self.config.response_length,
+                self.config.prompt_length + self.config.response_length - prompt_len,
+            )
+        top_k = sampling_params.get("top_k", -1)
+        return SamplingParams(
+            temperature=float(sampling_params.get("temperature", 1.0)),
+            top_p=float(sampling_params.get("top_p", 1.0)),
+            top_k=int(top_k if top_k is not None else -1),
+            max_tokens=max(1, min(int(max_tokens), budget)),
+            ignore_eos=bool(sampling_params.get("ignore_eos", self.config.ignore_eos)),
+        )
+
+    async def generate(
+        self,
+        prompt_ids: list[int],
+        sampling_params: dict[str, Any],
+        request_id: str,
+        image_data: Any = None,
+        video_data: Any = None,
+        audio_data: Any = None,
+        mm_processor_kwargs: Any = None,
+        priority: int = 0,
+        **kwargs: Any,
+    ) -> TokenOutput:
+        """Generate one response (the signature of verl's vLLM server ``generate``)."""
+        if image_data is not None or video_data is not None or audio_data is not None:
+            raise NotImplementedError("the hf rollout serves text-only models")
+        if self.model is None:
+            raise RuntimeError("generate() called before launch_server()")
+        prompt_ids = [int(t) for t in prompt_ids]
+        params = self._params(len(prompt_ids), dict(sampling_params))
+        seed = sampling_params.get("seed")
+        seed = self._request_seed(prompt_ids) if seed is None else int(seed)
+        future = asyncio.get_running_loop().create_future()
+        self._pending.append(_Request(prompt_ids, params, seed, future))
+        self._wake.set()
+        token_ids, log_probs = await future
+        return TokenOutput(
+            token_ids=token_ids,
+            log_probs=log_probs,
+            stop_reason="completed",
+            num_preempted=0,
+            extra_fields={"global_steps": self.global_steps},
+        )
+
+    def _request_seed(self, prompt_ids: list[int]) -> int:
+        """Seed of one request from (rollout.seed, replica, training step, prompt, occurrence).
+
+        The agent loop sends a group's n copies of a prompt concurrently in no fixed order; a
+        seed that depends on the prompt and on how many copies came before (not on arrival order
+        among different prompts or on batching) makes each step's set of responses reproducible
+        across runs with the same seed.
+        """
+        key = hash(tuple(prompt_ids))
+        occurrence = self._prompt_counts.get(key, 0)
+        self._prompt_counts[key] = occurrence + 1
+        # the training step (not a local counter) so a resumed run samples as the original did
+        step = self.global_steps if self.global_steps is not None else -self._weight_version
+        parts = (int(self.config.seed), self.replica_rank, step, occurrence, *prompt_ids)
+        digest = hashlib.blake2b(repr(parts).encode(), digest_size=8).digest()
+        return int.from_bytes(digest, "little") & 0x7FFF_FFFF_FFFF_FFFF
+
+    async def _batch_loop(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            # Yield once so that requests sent together (a whole group, a whole batch) land in
+            # the same decode instead of the first one running alone.
+            await asyncio.sleep(0.02)
+            while self._pending:
+                limit = max(1, int(self.config.max_num_seqs))
+                batch, self._pending = self._pending[:limit], self._pending[limit:]
+                groups: dict[tuple, list[_Request]] = {}
+                for req in batch:
+                    groups.setdefault(req.params.group_key(), []).append(req)
+                for reqs in groups.values():
+                    await self._run_group(reqs)
+
+    async def _run_group(self, reqs: list[_Request]) -> None:
+        self._stats["requests"] += len(reqs)
+        self._stats["batches"] += 1
+        self._stats["max_batch"] = max(self._stats["max_batch"], len(reqs))
+        async with self._model_lock:
+            try:
+                samples = await asyncio.to_thread(
+                    sample_batch,
+                    self.model,
+                    [r.prompt_ids for r in reqs],
+                    reqs[0].params,
+                    max_tokens=[r.params.max_tokens for r in reqs],
+                    eos_token_ids=self.eos_token_ids,
+                    pad_token_id=self.pad_token_id,
+                    generator=[torch.Generator().manual_seed(r.seed) for r in reqs],
+                )
+            except Exception as exc:  # fail the waiting requests, keep the server alive
+                for r in reqs:
+                    if not r.future.done():
+                        r.future.set_exception(exc)
+                return
+        for r, s in zip(reqs, samples, strict=True):
+            if not r.future.done():
+                r.future.set_result((s.token_ids, s.log_probs))
+
+    # -- weights ---------------------------------------------------------------------------
+    async def update_weights(
+        self, named_tensors: dict[str, torch.Tensor], global_steps: int | None = None, last: bool = True
+    ) -> int:
+        """Load (part of) the actor's HF-keyed weights; returns how many tensors were loaded.
+
+        The adapter streams the weights in buckets; ``last`` marks the final one, after which the
+        new weight version takes effect for request seeding.
+
+        Raises KeyError naming the first weight this model does not have, so a key-mapping
+        mismatch fails the step instead of silently sampling from stale weights.
+        """
+        async with self._model_lock:
+            # state_dict keeps both names of tied weights (lm_head.weight / embed_tokens.weight)
+            params = self.model.state_dict(keep_vars=True)
+            unknown = [k for k in named_tensors if k not in params]
+            if unknown:
+                raise KeyError(f"hf rollout: actor weight {unknown[0]!r} has no match in the rollout model")
+            with torch.no_grad():
+                for name, tensor in named_tensors.items():
+                    params[name].copy_(tensor.to(params[name].dtype))
+            if global_steps is not None:
+                self.global_steps = global_steps
+            if last:
+                self._weight_version += 1
+                self._stats["weight_updates"] += 1
+                self._prompt_counts.clear()
+        return len(named_tensors)
+
+    def get_stats(self) -> dict[str, int]:
+        """Counters: requests served, decode batches run, largest batch, weight updates."""
+        return dict(self._stats)
+
+    async def set_global_steps(self, global_steps: int) -> None:
+        self.global_steps = global_steps
+
+    # -- no-ops: nothing to offload on CPU -------------------------------------------------------
+    async def wake_up(self, tags: list[str] | None = None) -> None:
+        return None
+
+    async def sleep(self) -> None:
+        return None
+
+    async def clear_kv_cache(self) -> None:
+        return None
+
+    async def release_kv_cache(self) -> None:
+        return None
+
+    async def resume_kv_cache(self) -> None:
+        return None
+
+    async def abort_all_requests(self, reject_request: bool = False, **kwargs: Any) -> dict[str, Any]:
+        return {"aborted_count": 0, "request_ids": []}
+
+    async def resume_generation(self) -> None:
+        return None
+
+    async def start_profile(self, **kwargs: Any) -> None:
+        return None
+
+    async def stop_profile(self) -> None:
+        return None
+
+
+class HFReplica(RolloutReplica):
+    """One ``HFRolloutServer`` per replica, on the node of the replica's first worker."""
+
+    async def launch_servers(self) -> None:
+        if self.nnodes != 1:
+            raise NotImplementedError(
+                "the hf rollout runs one server per replica on one node; set "
+                "actor_rollout_ref.rollout.tensor_model_parallel_size=1 (and data/pipeline parallel 1)"
+            )
+        node_id = None
+        if self.workers:
+            node_id = await self.workers[0].__ray_call__.remote(
+                lambda self: ray.get_runtime_context().get_node_id()
+            )
+        options: dict[str, Any] = {
+            "name": server_actor_name(self.replica_rank, 0, self.name_suffix),
+            "max_concurrency": self.max_concurrency,
+            # The server computes while the colocated trainer waits, so it claims no CPU slot
+            # of its own (the logical CPUs are all taken by verl's placement bundles).
+            "num_cpus": 0,
+        }
+        if node_id is not None:
+            options["scheduling_strategy"] = ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy(
+                node_id=node_id, soft=False
+            )
+        server = (
+            ray.remote(HFRolloutServer)
+            .options(**options)
+            .remote(config=self.config, model_config=self.model_config, replica_rank=self.replica_rank)
+        )
+        await server.launch_server.remote()
+        self.servers = [server]
+        self._server_handle = server
+        self._server_address = await server.get_server_address.remote()

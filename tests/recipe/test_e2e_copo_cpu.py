@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.cpu_run import PARITY_REWARD, read_jsonl, run_module, write_prompt_parquet
-from tests.tiny_model import build_tiny_qwen2
+from tests.e2e.cpu_run import read_jsonl, run_module, tiny_recipe_overrides
 
 pytestmark = pytest.mark.e2e
 
@@ -31,36 +30,11 @@ COPO_METRICS = (
 
 
 def test_copo_trains_two_steps_on_cpu(tmp_path: Path) -> None:
-    model = build_tiny_qwen2(tmp_path / "tiny")
-    train = write_prompt_parquet(tmp_path / "train.parquet", 16, seed=0)
-    val = write_prompt_parquet(tmp_path / "val.parquet", 4, seed=1)
-    ckpt = tmp_path / "ckpt"
+    base, ckpt = tiny_recipe_overrides(tmp_path)
     overrides = [
-        "--config-name",
-        "copo_cpu",
-        f"actor_rollout_ref.model.path={model}",
-        f"data.train_files={train}",
-        f"data.val_files={val}",
-        "data.train_batch_size=4",
-        "data.max_prompt_length=64",
-        "data.max_response_length=16",
-        "actor_rollout_ref.rollout.n=4",
-        # mini-batch of 2 prompts = 8 responses, micro-batches of 2: every group is split
-        "actor_rollout_ref.actor.ppo_mini_batch_size=2",
-        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2",
-        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4",
-        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4",
+        *base,
         "actor_rollout_ref.actor.use_kl_loss=true",
         "actor_rollout_ref.actor.kl_loss_type=low_var_kl",
-        f"reward.custom_reward_function.path={PARITY_REWARD}",
-        "reward.num_workers=1",
-        "trainer.total_training_steps=2",
-        "trainer.val_before_train=false",
-        "trainer.test_freq=-1",
-        "trainer.save_freq=-1",
-        "trainer.logger=[console]",
-        f"trainer.default_local_dir={ckpt}",
-        "trainer.resume_mode=disable",
     ]
     result = run_module("recipe.copo.main_copo", overrides, log_path=tmp_path / "train.log", timeout=900)
     assert result.returncode == 0, result.log[-6000:]

@@ -44,6 +44,23 @@ template: scripts/cluster/cluster.env.example)"
 }
 
 # require_cmd NAME HINT: fail with HINT when NAME is not on PATH.
+# Arguments shared by start_head.sh and start_worker.sh: --help, --env-file FILE (loaded here),
+# --dry-run (sets DRY_RUN=1), and everything after `--` into the EXTRA array (extra `ray start` args).
+# shellcheck disable=SC2034  # EXTRA and DRY_RUN are read by the calling script
+parse_start_args() {
+  EXTRA=()
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      -h | --help) usage_from_header "$0"; exit 0 ;;
+      --env-file) [ $# -ge 2 ] || die "--env-file needs a path"; ENV_FILE=$2; shift 2 ;;
+      --dry-run) DRY_RUN=1; shift ;;
+      --) shift; EXTRA=("$@"); break ;;
+      *) die "unknown argument '$1' (see --help)" ;;
+    esac
+  done
+  if [ -n "${ENV_FILE:-}" ]; then load_env_file "$ENV_FILE"; fi
+}
+
 require_cmd() {
   command -v "$1" >/dev/null 2>&1 || die "'$1' not found on PATH. $2"
 }

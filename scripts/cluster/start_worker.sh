@@ -3,6 +3,7 @@
 #
 # Usage: HEAD_ADDRESS=10.0.0.1:6379 bash scripts/cluster/start_worker.sh [--env-file FILE] [--dry-run]
 #                                                                        [-- EXTRA_RAY_START_ARGS...]
+#        bash scripts/cluster/start_worker.sh --help     # this text
 #
 # Environment (defaults in brackets; an --env-file / ENV_FILE with KEY=VALUE lines is loaded first,
 # values already set in the environment win; template: scripts/cluster/cluster.env.example):
@@ -24,17 +25,7 @@ set -euo pipefail
 # shellcheck source=scripts/cluster/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-EXTRA=()
-while [ $# -gt 0 ]; do
-  case "$1" in
-    -h | --help) usage_from_header "$0"; exit 0 ;;
-    --env-file) [ $# -ge 2 ] || die "--env-file needs a path"; ENV_FILE=$2; shift 2 ;;
-    --dry-run) DRY_RUN=1; shift ;;
-    --) shift; EXTRA=("$@"); break ;;
-    *) die "unknown argument '$1' (see --help)" ;;
-  esac
-done
-if [ -n "${ENV_FILE:-}" ]; then load_env_file "$ENV_FILE"; fi
+parse_start_args "$@"
 
 DRY_RUN=${DRY_RUN:-0}
 BLOCK=${BLOCK:-0}

@@ -4,6 +4,7 @@ Public API (SPEC section 6):
     compute_copo_advantages(scores, index, answers=None, ...) -> CopoAdvantages
     copo_policy_loss(old_log_prob, log_prob, local_adv, global_adv, local_weight, response_mask, ...)
     copo_batch_metrics(adv, scores, index=None) -> dict[str, float]
+    signal_budget_metrics(advantages, response_mask, scores, index) -> dict[str, float]
     group_inverse(index) -> (LongTensor (N,), P)
     gcpo_shapley, compute_gcpo_advantages, gcpo_coverage, gcpo_metrics  (SPEC section 8, copo_core/gcpo.py)
 """
@@ -24,7 +25,7 @@ from copo_core.gcpo import (
 )
 from copo_core.grouping import group_inverse
 from copo_core.losses import LOSS_AGG_MODES, agg_loss, copo_policy_loss
-from copo_core.metrics import copo_batch_metrics
+from copo_core.metrics import copo_batch_metrics, signal_budget_metrics
 
 __all__ = [
     "BLEND_MODES",
@@ -42,4 +43,5 @@ __all__ = [
     "gcpo_shapley",
     "group_inverse",
     "group_normalized_advantage",
+    "signal_budget_metrics",
 ]

@@ -11,7 +11,7 @@ import torch
 from copo_core.advantages import CopoAdvantages
 from copo_core.grouping import group_inverse
 
-__all__ = ["NONZERO_ADV_TOL", "copo_batch_metrics"]
+__all__ = ["NONZERO_ADV_TOL", "copo_batch_metrics", "signal_budget_metrics"]
 
 # |blended advantage| above this counts as a learning signal in ``frac_nonzero_adv``.
 NONZERO_ADV_TOL = 1e-8
@@ -87,4 +87,54 @@ def copo_batch_metrics(
         "global_adv_std": global_g.std().item() if n_groups > 1 else 0.0,
         "frac_nonzero_adv": (adv.blended.float().abs() > NONZERO_ADV_TOL).float().mean().item(),
         "prompt_reward_mean": reward_g.mean().item(),
+    }
+
+
+@torch.no_grad()
+def signal_budget_metrics(
+    advantages: torch.Tensor,
+    response_mask: torch.Tensor,
+    scores: torch.Tensor,
+    index: Sequence[Hashable] | np.ndarray | torch.Tensor,
+) -> dict[str, float]:
+    """How a step spends its samples, for any advantage estimator (GRPO, COPO, GCPO, ...).
+
+    A response carries a learning signal when any of its response tokens has
+    ``|advantage| > NONZERO_ADV_TOL``; a response is *correct* when its score is > 0.
+
+    Args:
+        advantages: (N, L) per-token advantages as the actor will read them.
+        response_mask: (N, L) 1 on response tokens.
+        scores: (N,) outcome rewards.
+        index: length-N prompt ids (verl's ``uid``).
+
+    Returns:
+        python floats: ``frac_nonzero_adv`` (over the N responses), ``frac_groups_all_correct``,
+        ``frac_groups_all_wrong``, ``frac_groups_zero_variance`` (over the P prompts),
+        ``num_responses`` (N) and ``num_groups`` (P).
+    """
+    n = scores.shape[0]
+    if advantages.shape != response_mask.shape or advantages.dim() != 2 or advantages.shape[0] != n:
+        raise ValueError(
+            "`advantages` and `response_mask` must both be (N, L) with N = len(scores) = "
+            f"{n}, got {tuple(advantages.shape)} and {tuple(response_mask.shape)}"
+        )
+    if len(index) != n:
+        raise ValueError(f"`index` has length {len(index)} but `scores` has {n} responses")
+    gidx, n_groups = group_inverse(index, device=scores.device)
+    scores = scores.float()
+    correct = (scores > 0).float()
+    live = (advantages.float().abs() > NONZERO_ADV_TOL) & response_mask.bool()
+    return {
+        "frac_nonzero_adv": live.any(dim=1).float().mean().item(),
+        "frac_groups_all_correct": (_per_group(correct, gidx, n_groups, "amin") == 1).float().mean().item(),
+        "frac_groups_all_wrong": (_per_group(correct, gidx, n_groups, "amax") == 0).float().mean().item(),
+        "frac_groups_zero_variance": (
+            _per_group(scores, gidx, n_groups, "amin") == _per_group(scores, gidx, n_groups, "amax")
+        )
+        .float()
+        .mean()
+        .item(),
+        "num_responses": float(n),
+        "num_groups": float(n_groups),
     }

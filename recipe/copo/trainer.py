@@ -27,7 +27,7 @@ from omegaconf import DictConfig
 from verl.protocol import DataProto
 from verl.trainer.ppo.v1.trainer_base import PPOTrainer, get_trainer_cls
 
-from copo_core import compute_copo_advantages, copo_batch_metrics
+from copo_core import compute_copo_advantages, copo_batch_metrics, signal_budget_metrics
 from recipe.copo.actor_loss import GLOBAL_ADV, LOCAL_ADV, LOCAL_WEIGHT, copo_ppo_loss
 from recipe.copo.registry import COPO_DEFAULTS
 
@@ -258,7 +258,8 @@ class CopoTrainerMixin:
     """Overrides of verl's v1 ``PPOTrainer`` for COPO and GCPO; mix in before a verl trainer class.
 
     * ``_setup``: after verl builds the workers, install COPO's loss on the actor workers.
-    * ``_compute_advantage``: COPO/GCPO fields on the driver (other estimators: verl's step).
+    * ``_compute_advantage``: COPO/GCPO fields on the driver (other estimators: verl's step),
+      then ``signal/`` metrics (how many responses carry a non-zero advantage) for every estimator.
     * ``logger``: the Tracking object is teed to ``trainer.metrics_jsonl``.
     """
 
@@ -292,8 +293,35 @@ class CopoTrainerMixin:
 
     def _compute_advantage(self, batch: Any, metrics: dict) -> Any:
         estimator = str(self.config.algorithm.adv_estimator)
-        if estimator not in ("copo", "gcpo"):
-            return super()._compute_advantage(batch, metrics)  # type: ignore[misc]
+        if estimator in ("copo", "gcpo"):
+            batch = self._compute_copo_advantage(batch, metrics, estimator)
+        else:
+            batch = super()._compute_advantage(batch, metrics)  # type: ignore[misc]
+        metrics.update(self._signal_budget(batch))
+        return batch
+
+    def _signal_budget(self, batch: Any) -> dict[str, float]:
+        """``signal/`` metrics for every estimator, so GRPO, DAPO and COPO runs compare directly."""
+        import transfer_queue as tq
+
+        data = tq.kv_batch_get(
+            keys=batch.keys,
+            partition_id=batch.partition_id,
+            select_fields=["uid", "response_mask", "rm_scores", "advantages"],
+        )
+        uids = np.array(data.pop("uid").tolist(), dtype=object)
+        padded = data.to_padded_tensor()
+        keep = [i for i, tag in enumerate(batch.tags) if not tag.get("is_padding", False)]
+        rows = torch.tensor(keep, dtype=torch.long)
+        stats = signal_budget_metrics(
+            padded["advantages"][rows],
+            padded["response_mask"][rows],
+            padded["rm_scores"][rows].float().sum(dim=-1),
+            uids[keep],
+        )
+        return {f"signal/{key}": value for key, value in stats.items()}
+
+    def _compute_copo_advantage(self, batch: Any, metrics: dict, estimator: str) -> Any:
         import transfer_queue as tq
         from tensordict import TensorDict
         from verl.workers.utils.padding import response_to_nested

@@ -167,3 +167,37 @@ def test_copo_local_only_equals_verl_grpo(workspace: Path, tmp_path: Path) -> No
     assert a["actor/grad_norm"] > 1e-4, "vacuous comparison: no gradient"
     assert a["actor/grad_norm"] == pytest.approx(b["actor/grad_norm"], rel=1e-4)
     assert a["actor/pg_loss"] == pytest.approx(b["actor/pg_loss"], abs=1e-6)
+    # signal/ metrics are logged for verl's estimator too, and agree with the COPO ones. With
+    # binary rewards and equal group sizes, GRPO's advantage is zero exactly on the responses
+    # of zero-variance groups.
+    for row in (a, b):
+        assert row["signal/frac_nonzero_adv"] == pytest.approx(1.0 - row["signal/frac_groups_zero_variance"])
+        assert row["signal/num_responses"] == 16.0 and row["signal/num_groups"] == 4.0
+    assert a["signal/frac_nonzero_adv"] == pytest.approx(a["copo/frac_nonzero_adv"])
+    assert a["signal/frac_groups_zero_variance"] == b["signal/frac_groups_zero_variance"]
+
+
+@pytest.mark.timeout(RUN_TIMEOUT_S + 60)
+def test_dapo_group_filtering_keeps_only_groups_with_signal(workspace: Path, tmp_path: Path) -> None:
+    """verl's filter_groups (DAPO) on the reward's ``acc`` through our trainer: every group that
+    reaches the update has mixed outcomes, so every response carries a GRPO advantage."""
+    result, rows = copo_cpu_run(
+        workspace,
+        tmp_path / "dapo",
+        steps=2,
+        extra=[
+            "algorithm.adv_estimator=grpo",
+            "actor_rollout_ref.actor.policy_loss.loss_mode=vanilla",
+            "algorithm.filter_groups.enable=true",
+            "algorithm.filter_groups.metric=acc",
+            "algorithm.filter_groups.max_inflight_gen_batches=2",
+            "trainer.save_freq=-1",
+        ],
+    )
+    _assert_ok(result)
+    steps = _by_step(rows)
+    assert sorted(steps) == [1, 2]
+    for row in steps.values():
+        assert row["signal/frac_groups_zero_variance"] == 0.0
+        assert row["signal/frac_nonzero_adv"] == 1.0
+        assert row["signal/num_groups"] == 4.0

@@ -9,7 +9,8 @@ Example::
 
 ``--run NAME=PATH``: training metrics, a JSONL file, an event file or a folder holding either;
 its ``val-core/<data_source>/acc/mean@N`` curves (verl's validation during training) and its
-``copo/*`` diagnostics are drawn. ``--eval NAME=PATH``: a summary.csv of scripts/evaluate.py
+``copo/*`` diagnostics are drawn. ``--study STEPS_CSV``: the CPU study's figures
+(``study_accuracy.png``, ``study_signal.png``; see scripts/study_cpu.py). ``--eval NAME=PATH``: a summary.csv of scripts/evaluate.py
 (or its --out folder); its mean@k / maj@k per step are drawn. A run keeps one colour in all
 figures. Writes ``accuracy.png`` (one panel per dataset), ``accuracy_<dataset>.png`` and
 ``copo_diagnostics.png``.
@@ -183,6 +184,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--eval", action="append", default=[], metavar="NAME=PATH", help="evaluate.py summary"
     )
+    parser.add_argument(
+        "--study", metavar="STEPS_CSV", help="steps.csv of scripts/study_cpu.py: draw the study figures"
+    )
     parser.add_argument("--out", default="figures", help="output folder for the PNGs")
     parser.add_argument(
         "--metrics",
@@ -196,8 +200,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> list[Path]:
     args = build_parser().parse_args(argv)
+    if args.study:
+        from eval_lib.study_plots import plot_study
+
+        try:
+            written = plot_study(args.study, args.out, _setup_matplotlib)
+        except (FileNotFoundError, ValueError) as err:
+            raise SystemExit(f"plot_run.py: error: --study: {err}") from err
+        for path in written:
+            print(f"[plot] wrote {path}")
+        return written
     if not args.run and not args.eval:
-        raise SystemExit("plot_run.py: error: give at least one --run NAME=PATH or --eval NAME=PATH")
+        raise SystemExit(
+            "plot_run.py: error: give at least one --run NAME=PATH, --eval NAME=PATH or --study STEPS_CSV"
+        )
     runs = _named(args.run, "--run")
     evals = _named(args.eval, "--eval")
     names = list(dict.fromkeys([n for n, _ in runs] + [n for n, _ in evals]))

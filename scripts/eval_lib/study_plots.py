@@ -1,0 +1,120 @@
+"""Figures of the CPU study (scripts/study_cpu.py) from its committed ``steps.csv``.
+
+Each method is drawn as the mean over its seeds, with a band from the lowest to the highest
+seed (the spread), so two seeds show their full range rather than a made-up interval.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+
+Row = dict[str, str]
+# method -> seed -> sorted [(x, y)]
+Curves = dict[str, dict[str, list[tuple[float, float]]]]
+
+SIGNAL_PANELS = (
+    ("frac_nonzero_adv", "responses with non-zero advantage"),
+    ("frac_groups_all_correct", "groups all correct"),
+    ("frac_groups_all_wrong", "groups all wrong"),
+    ("generated_per_useful", "generated samples per useful sample"),
+)
+
+
+def read_steps(path: str | Path) -> list[Row]:
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{path} does not exist (write it with: python scripts/study_cpu.py summarize)"
+        )
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    missing = {"method", "seed", "step", "train_wall_s", "val_acc"} - set(rows[0] if rows else {})
+    if missing:
+        raise ValueError(f"{path}: not a study steps.csv, missing columns {sorted(missing)}")
+    return rows
+
+
+def _value(row: Row, key: str) -> float | None:
+    if key == "generated_per_useful":
+        gen, useful = _value(row, "generated_samples"), _value(row, "useful_samples")
+        return None if gen is None or not useful else gen / useful
+    text = row.get(key, "")
+    return float(text) if text not in ("", None) else None
+
+
+def curves(rows: list[Row], x_key: str, y_key: str, x_scale: float = 1.0) -> Curves:
+    """Per method and seed, the (x, y) points where ``y_key`` was logged."""
+    out: Curves = defaultdict(lambda: defaultdict(list))
+    for row in rows:
+        x, y = _value(row, x_key), _value(row, y_key)
+        if x is not None and y is not None and math.isfinite(y):
+            out[row["method"]][row["seed"]].append((x * x_scale, y))
+    return {m: {s: sorted(points) for s, points in seeds.items()} for m, seeds in out.items()}
+
+
+def mean_and_band(
+    by_seed: dict[str, list[tuple[float, float]]],
+) -> tuple[list[float], list[float], list[float], list[float]]:
+    """Mean, min and max over seeds at each point index (seeds log at the same steps)."""
+    length = min(len(points) for points in by_seed.values())
+    xs, mean, low, high = [], [], [], []
+    for i in range(length):
+        ys = [points[i][1] for points in by_seed.values()]
+        xs.append(sum(points[i][0] for points in by_seed.values()) / len(by_seed))
+        mean.append(sum(ys) / len(ys))
+        low.append(min(ys))
+        high.append(max(ys))
+    return xs, mean, low, high
+
+
+def _draw(ax, data: Curves, colors: dict[str, str], y_scale: float = 1.0) -> None:
+    for method, by_seed in data.items():
+        xs, mean, low, high = mean_and_band(by_seed)
+        color = colors[method]
+        ax.plot(xs, [y * y_scale for y in mean], marker="o", markersize=3, color=color, label=method)
+        if len(by_seed) > 1:
+            ax.fill_between(
+                xs, [y * y_scale for y in low], [y * y_scale for y in high], color=color, alpha=0.15
+            )
+
+
+def plot_study(steps_csv: str | Path, out_dir: str | Path, setup_matplotlib: Callable) -> list[Path]:
+    """Write ``study_accuracy.png`` (val accuracy vs step and vs training wall time) and
+    ``study_signal.png`` (signal budget vs step) into ``out_dir``."""
+    rows = read_steps(steps_csv)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    plt = setup_matplotlib()
+    methods = list(dict.fromkeys(row["method"] for row in rows))
+    colors = {m: f"C{i % 10}" for i, m in enumerate(methods)}
+    written = []
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    _draw(axes[0], curves(rows, "step", "val_acc"), colors, 100)
+    axes[0].set_xlabel("training step")
+    _draw(axes[1], curves(rows, "train_wall_s", "val_acc", 1 / 60), colors, 100)
+    axes[1].set_xlabel("training wall time (min, validation excluded)")
+    for ax in axes:
+        ax.set_ylabel("validation accuracy, mean@4 (%)")
+        ax.legend(fontsize=8)
+    fig.suptitle("SmolLM2-135M-Instruct on CPU: mean over seeds, band = min..max")
+    fig.tight_layout()
+    written.append(out_dir / "study_accuracy.png")
+    fig.savefig(written[-1])
+    plt.close(fig)
+
+    fig, axes = plt.subplots(1, len(SIGNAL_PANELS), figsize=(4.4 * len(SIGNAL_PANELS), 3.8))
+    for ax, (key, title) in zip(axes, SIGNAL_PANELS, strict=True):
+        _draw(ax, curves([r for r in rows if int(r["step"]) > 0], "step", key), colors)
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("training step")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    written.append(out_dir / "study_signal.png")
+    fig.savefig(written[-1])
+    plt.close(fig)
+    return written

@@ -1,0 +1,344 @@
+#!/usr/bin/env python
+"""CPU study: GRPO vs COPO (three blend modes) vs DAPO-style group filtering on SmolLM2-135M.
+
+Every run uses the same model, data, step budget, batch shape and seeds; only the method's
+Hydra overrides differ (``METHODS``). By default the two seeds of a method train side by side,
+one core each, then the next method. The driver is resumable: a run whose
+``summary.json`` shows the full step budget is skipped, and an interrupted run restarts from
+its last checkpoint (verl's ``trainer.resume_mode=auto``).
+
+    bash scripts/study_cpu.sh                      # set-up, data, all runs, summaries, plots
+    python scripts/study_cpu.py run --dry-run      # print the plan and each run's command
+    python scripts/study_cpu.py summarize          # runs/study_cpu/* -> docs/study_cpu/*.csv
+    python scripts/plot_run.py --study docs/study_cpu/steps.csv --out docs/study_cpu
+
+Results: ``runs/study_cpu/<method>-s<seed>/`` (metrics.jsonl, train.log, checkpoints);
+``summarize`` writes the small committed files ``docs/study_cpu/steps.csv`` (one row per run
+and step) and ``docs/study_cpu/summary.csv`` (one row per method, mean and spread over seeds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+RUN_SCRIPT = REPO_ROOT / "scripts" / "quickstart_run.py"
+
+_COPO = ["algorithm.adv_estimator=copo", "actor_rollout_ref.actor.policy_loss.loss_mode=copo"]
+_PAPER_7B = ["algorithm.copo.k=5", "algorithm.copo.b=1"]
+_GRPO = ["algorithm.adv_estimator=grpo", "actor_rollout_ref.actor.policy_loss.loss_mode=vanilla"]
+# Method name -> Hydra overrides. Everything else is shared (see base_overrides).
+METHODS: dict[str, list[str]] = {
+    "grpo": _GRPO,
+    "copo_soft_with_zero": [*_COPO, *_PAPER_7B, "algorithm.copo.blend_mode=soft_with_zero"],
+    "copo_soft": [*_COPO, *_PAPER_7B, "algorithm.copo.blend_mode=soft"],
+    "copo_global_only": [*_COPO, *_PAPER_7B, "algorithm.copo.blend_mode=global_only"],
+    # DAPO's dynamic sampling alone: verl drops groups whose `acc` is all equal and generates
+    # more prompts until the batch is full. Loss, clip range and reward stay GRPO's, so the
+    # comparison isolates what filtering does with the zero-variance groups.
+    "dapo_filter": [
+        *_GRPO,
+        "algorithm.filter_groups.enable=true",
+        "algorithm.filter_groups.metric=acc",
+        "algorithm.filter_groups.max_inflight_gen_batches=2",
+    ],
+}
+# Small-and-easy and long-and-hard arithmetic, so SmolLM2 produces all-correct and all-wrong groups.
+TASKS = "basic_arithmetic@easy,chain_sum@easy,basic_arithmetic@hard,chain_sum@hard"
+
+# metrics.jsonl keys (verl's and recipe/copo/trainer.py's) copied into steps.csv
+STEP_COLUMNS = {
+    "train_acc": "critic/score/mean",
+    "response_length": "response_length/mean",
+    "frac_nonzero_adv": "signal/frac_nonzero_adv",
+    "frac_groups_all_correct": "signal/frac_groups_all_correct",
+    "frac_groups_all_wrong": "signal/frac_groups_all_wrong",
+    "frac_groups_zero_variance": "signal/frac_groups_zero_variance",
+    "num_responses": "signal/num_responses",
+    "step_time_s": "timing_s/step",
+}
+EVICTED_KEYS = ("training/filter_groups/evicted_samples", "training/filter_groups/discarded_surplus_samples")
+
+
+def run_name(method: str, seed: int) -> str:
+    return f"{method}-s{seed}"
+
+
+def base_overrides(args: argparse.Namespace, name: str) -> list[str]:
+    """Shared by every run; the method's overrides come after these."""
+    return [
+        # validation: mean@4 of sampled answers on the fixed held-out set
+        "actor_rollout_ref.rollout.val_kwargs.n=4",
+        "actor_rollout_ref.rollout.val_kwargs.do_sample=true",
+        "actor_rollout_ref.rollout.val_kwargs.temperature=1.0",
+        f"trainer.test_freq={args.test_freq}",
+        f"trainer.save_freq={args.save_freq}",
+        "trainer.resume_mode=auto",
+        "trainer.max_actor_ckpt_to_keep=1",
+        "trainer.project_name=copo-study-cpu",
+        f"trainer.experiment_name={name}",
+    ]
+
+
+def run_command(args: argparse.Namespace, method: str, seed: int, out: Path) -> list[str]:
+    algo = "grpo" if method in ("grpo", "dapo_filter") else "copo"
+    return [
+        sys.executable,
+        str(RUN_SCRIPT),
+        "--model",
+        str(args.model),
+        "--data",
+        str(args.data),
+        "--out",
+        str(out),
+        "--steps",
+        str(args.steps),
+        "--algo",
+        algo,
+        "--seed",
+        str(seed),
+        "--lr",
+        str(args.lr),
+        "--prompt-length",
+        str(args.prompt_length),
+        "--batch",
+        str(args.batch),
+        "--label",
+        f"study {run_name(method, seed)}",
+        *base_overrides(args, run_name(method, seed)),
+        *METHODS[method],
+    ]
+
+
+def finished(out: Path, steps: int) -> bool:
+    summary = out / "summary.json"
+    if not summary.is_file():
+        return False
+    return int(json.loads(summary.read_text()).get("steps", 0)) >= steps
+
+
+def _launch(args: argparse.Namespace, method: str, seed: int, threads: int) -> subprocess.Popen:
+    out = args.runs / run_name(method, seed)
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), COPO_CPU_THREADS=str(threads))
+    return subprocess.Popen(run_command(args, method, seed, out), cwd=REPO_ROOT, env=env)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Train the plan in chunks of ``--parallel`` runs; each run gets cores // parallel threads.
+
+    The plan is method-major (both seeds of a method, then the next method), so with
+    ``--parallel 2`` the seeds of one method share the machine and see the same contention.
+    """
+    plan = [(m, s) for m in args.methods for s in args.seeds]
+    threads = max(1, (os.cpu_count() or 1) // args.parallel)
+    print(
+        f"[study] {len(plan)} runs x {args.steps} steps in {args.runs}, {args.parallel} at a time "
+        f"with {threads} thread(s) each",
+        flush=True,
+    )
+    todo = []
+    for i, (method, seed) in enumerate(plan, 1):
+        out = args.runs / run_name(method, seed)
+        if finished(out, args.steps):
+            print(f"[study] ({i}/{len(plan)}) {out.name}: done, skipped", flush=True)
+        elif args.dry_run:
+            cmd = run_command(args, method, seed, out)
+            print(f"[study] ({i}/{len(plan)}) {out.name}: " + " ".join(cmd), flush=True)
+        else:
+            todo.append((method, seed))
+    started = time.time()
+    failures = []
+    for first in range(0, len(todo), args.parallel):
+        chunk = todo[first : first + args.parallel]
+        names = ", ".join(run_name(m, s) for m, s in chunk)
+        print(f"[study] starting {names} ({(time.time() - started) / 60:.1f} min into this call)", flush=True)
+        procs = [(m, s, _launch(args, m, s, threads)) for m, s in chunk]
+        for method, seed, proc in procs:
+            out = args.runs / run_name(method, seed)
+            if proc.wait() != 0:
+                print(
+                    f"[study] {out.name} FAILED (exit {proc.returncode}); log {out / 'train.log'}",
+                    file=sys.stderr,
+                )
+                failures.append(out.name)
+            elif not args.keep_checkpoints:
+                shutil.rmtree(out / "checkpoints", ignore_errors=True)  # ~1.6 GB each; results are in metrics
+    if not args.dry_run:
+        print(f"[study] finished in {(time.time() - started) / 60:.1f} min; failed: {failures or 'none'}")
+    return 1 if failures else 0
+
+
+# --------------------------------------------------------------------------- summaries
+
+
+def _val_accuracy(row: dict[str, Any]) -> float | None:
+    """Mean over data sources of ``val-core/<source>/acc/mean@k``."""
+    vals = [float(v) for k, v in row.items() if k.startswith("val-core/") and "/acc/mean@" in k]
+    return sum(vals) / len(vals) if vals else None
+
+
+def step_rows(run_dir: Path, method: str, seed: int) -> list[dict[str, Any]]:
+    """One dict per logged step of a run (step 0 = validation before training)."""
+    rows: dict[int, dict[str, Any]] = {}
+    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
+        if not line.strip():
+            continue
+        metrics = json.loads(line)
+        step = int(metrics["step"])
+        row = rows.setdefault(step, {"run": run_dir.name, "method": method, "seed": seed, "step": step})
+        acc = _val_accuracy(metrics)
+        if acc is not None:
+            row["val_acc"] = acc
+        for column, key in STEP_COLUMNS.items():
+            if metrics.get(key) is not None:
+                row[column] = float(metrics[key])
+        if "num_responses" in row:
+            n = row["num_responses"]
+            # DAPO: every evicted (or surplus) group was generated too, then thrown away.
+            groups = float(metrics.get("signal/num_groups", 0.0))
+            per_group = n / groups if groups else 0.0
+            extra_groups = sum(float(metrics.get(k, 0.0) or 0.0) for k in EVICTED_KEYS)
+            row["generated_samples"] = n + extra_groups * per_group
+            row["useful_samples"] = row["frac_nonzero_adv"] * n
+    out = [rows[s] for s in sorted(rows)]
+    wall = 0.0
+    for row in out:
+        wall += row.get("step_time_s", 0.0)
+        row["train_wall_s"] = wall
+    return out
+
+
+def _mean_std(values: list[float]) -> tuple[float, float]:
+    if not values:
+        return math.nan, math.nan
+    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+
+
+def summarize(runs: Path, out_dir: Path, methods: list[str], seeds: list[int]) -> list[dict[str, Any]]:
+    all_rows: list[dict[str, Any]] = []
+    per_method: dict[str, list[list[dict[str, Any]]]] = {}
+    for method in methods:
+        for seed in seeds:
+            run_dir = runs / run_name(method, seed)
+            if not (run_dir / "metrics.jsonl").is_file():
+                continue
+            rows = step_rows(run_dir, method, seed)
+            all_rows.extend(rows)
+            per_method.setdefault(method, []).append(rows)
+    if not all_rows:
+        raise SystemExit(f"study_cpu.py: no runs with metrics.jsonl under {runs}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    columns = ["run", "method", "seed", "step", "train_wall_s", "val_acc", *STEP_COLUMNS]
+    columns += ["generated_samples", "useful_samples"]
+    _write_csv(out_dir / "steps.csv", all_rows, columns)
+
+    summary = []
+    for method, runs_of_method in per_method.items():
+        start, end, gain, nonzero, correct0, wrong0, gen, useful, wall, steps = ([] for _ in range(10))
+        for rows in runs_of_method:
+            vals = [r for r in rows if "val_acc" in r]
+            train = [r for r in rows if r["step"] > 0 and "num_responses" in r]
+            if vals:
+                start.append(vals[0]["val_acc"])
+            if len(vals) >= 2:
+                end.append(vals[-1]["val_acc"])
+                gain.append(vals[-1]["val_acc"] - vals[0]["val_acc"])
+            if train:
+                nonzero.append(statistics.fmean(r["frac_nonzero_adv"] for r in train))
+                correct0.append(train[0]["frac_groups_all_correct"])
+                wrong0.append(train[0]["frac_groups_all_wrong"])
+                generated = sum(r["generated_samples"] for r in train)
+                used = sum(r["useful_samples"] for r in train)
+                gen.append(generated / used if used else math.inf)
+                useful.append(used)
+                wall.append(train[-1]["train_wall_s"] / 60)
+                steps.append(train[-1]["step"])
+        row: dict[str, Any] = {"method": method, "seeds": len(runs_of_method), "steps": min(steps, default=0)}
+        for name, values in (
+            ("val_acc_start", start),
+            ("val_acc_end", end),
+            ("val_acc_gain", gain),
+            ("frac_nonzero_adv", nonzero),
+            ("step1_frac_all_correct", correct0),
+            ("step1_frac_all_wrong", wrong0),
+            ("generated_per_useful", gen),
+            ("train_wall_min", wall),
+        ):
+            mean, std = _mean_std(values)
+            row[f"{name}_mean"], row[f"{name}_std"] = round(mean, 4), round(std, 4)
+        summary.append(row)
+    _write_csv(out_dir / "summary.csv", summary, list(summary[0]))
+    return summary
+
+
+def _write_csv(path: Path, rows: list[dict[str, Any]], columns: list[str]) -> None:
+    tmp = path.with_suffix(".csv.tmp")
+    with open(tmp, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
+    os.replace(tmp, path)
+    print(f"[study] wrote {path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path}")
+
+
+def cmd_summarize(args: argparse.Namespace) -> int:
+    for row in summarize(args.runs, args.docs, args.methods, args.seeds):
+        print(
+            f"[study] {row['method']:<22} seeds {row['seeds']}  val acc {row['val_acc_start_mean']:.3f} -> "
+            f"{row['val_acc_end_mean']:.3f} (gain {row['val_acc_gain_mean']:+.3f} +- {row['val_acc_gain_std']:.3f})"
+            f"  non-zero adv {row['frac_nonzero_adv_mean']:.2f}  generated/useful {row['generated_per_useful_mean']:.2f}"
+        )
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--runs", type=Path, default=REPO_ROOT / "runs" / "study_cpu", help="run folders")
+    common.add_argument("--methods", type=lambda s: s.split(","), default=list(METHODS))
+    common.add_argument("--seeds", type=lambda s: [int(x) for x in s.split(",")], default=[0, 1])
+    run = sub.add_parser("run", parents=[common], help="train every (method, seed) not finished yet")
+    run.add_argument("--model", type=Path, required=True, help="HF folder of SmolLM2-135M-Instruct")
+    run.add_argument("--data", type=Path, required=True, help="folder with train.parquet and val.parquet")
+    run.add_argument("--steps", type=int, default=8, help="training steps per run (the budget)")
+    run.add_argument("--batch", type=int, default=4, help="prompts per step (x 4 responses)")
+    run.add_argument("--test-freq", type=int, default=4, help="validate every N steps (and at step 0)")
+    run.add_argument("--save-freq", type=int, default=4, help="checkpoint every N steps (for resume)")
+    run.add_argument(
+        "--prompt-length", type=int, default=96, help="data.max_prompt_length (prompts: <= 88 tokens)"
+    )
+    run.add_argument("--lr", type=float, default=5e-5)
+    run.add_argument("--parallel", type=int, default=2, help="runs at once (cores are split between them)")
+    run.add_argument("--keep-checkpoints", action="store_true", help="keep checkpoints of finished runs")
+    run.add_argument("--dry-run", action="store_true", help="print the plan and commands only")
+    summ = sub.add_parser("summarize", parents=[common], help="write steps.csv and summary.csv")
+    summ.add_argument("--docs", type=Path, default=REPO_ROOT / "docs" / "study_cpu", help="output folder")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    unknown = [m for m in args.methods if m not in METHODS]
+    if unknown:
+        raise SystemExit(f"study_cpu.py: unknown method(s) {unknown}; choose from {list(METHODS)}")
+    args.runs = args.runs.resolve()
+    return cmd_run(args) if args.command == "run" else cmd_summarize(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

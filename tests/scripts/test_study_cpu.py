@@ -1,0 +1,188 @@
+"""scripts/study_cpu.py (plan, resumability, summaries) and the study figures, without training."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import importlib.util
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "scripts"))  # eval_lib and plot_run (see scripts/evaluate.py)
+
+import plot_run  # noqa: E402
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+study = _load("study_cpu")
+qs = _load("quickstart_run")
+
+
+def _run_args(tmp_path: Path, **kw) -> argparse.Namespace:
+    argv = ["run", "--model", "/m", "--data", "/d", "--runs", str(tmp_path / "runs")]
+    for key, value in kw.items():
+        argv += [f"--{key.replace('_', '-')}", str(value)]
+    args = study.build_parser().parse_args(argv)
+    args.runs = args.runs.resolve()
+    return args
+
+
+def _hydra_overrides(cmd: list[str]) -> list[str]:
+    """The main_copo overrides quickstart_run.py builds from a study command line."""
+    assert cmd[1] == str(study.RUN_SCRIPT)
+    args, extra = qs.build_parser().parse_known_args(cmd[2:])
+    assert not [e for e in extra if e.startswith("-")], extra
+    return qs.build_overrides(args, extra)
+
+
+@pytest.mark.parametrize("method", list(study.METHODS))
+def test_every_method_composes_with_verl_schema(tmp_path: Path, method: str) -> None:
+    from recipe.copo.config_check import compose_and_validate
+
+    args = _run_args(tmp_path)
+    cmd = study.run_command(args, method, 1, tmp_path / "runs" / study.run_name(method, 1))
+    overrides = _hydra_overrides(cmd)
+    assert overrides[:2] == ["--config-name", "copo_cpu"]
+    config = compose_and_validate(overrides[2:], config_name="copo_cpu")
+    # shared budget and validation, method-specific algorithm
+    assert config.trainer.total_training_steps == args.steps
+    assert config.actor_rollout_ref.rollout.val_kwargs.n == 4
+    assert config.data.seed == 1 and config.actor_rollout_ref.rollout.seed == 1
+    assert config.trainer.resume_mode == "auto"
+    expected_estimator = "grpo" if method in ("grpo", "dapo_filter") else "copo"
+    assert config.algorithm.adv_estimator == expected_estimator
+    assert bool(config.algorithm.filter_groups.enable) == (method == "dapo_filter")
+    if method.startswith("copo_"):
+        assert config.algorithm.copo.blend_mode == method.removeprefix("copo_")
+        assert (config.algorithm.copo.k, config.algorithm.copo.b) == (5, 1)
+
+
+def test_plan_skips_finished_runs_and_pairs_the_seeds_of_a_method(tmp_path: Path, capsys) -> None:
+    args = _run_args(tmp_path, steps=6)
+    args.dry_run = True
+    done = args.runs / "grpo-s0"
+    done.mkdir(parents=True)
+    (done / "summary.json").write_text(json.dumps({"steps": 6}))
+    short = args.runs / "grpo-s1"  # interrupted: fewer steps than the budget -> rerun (resumes)
+    short.mkdir(parents=True)
+    (short / "summary.json").write_text(json.dumps({"steps": 3}))
+    assert study.cmd_run(args) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[study] (")]
+    names = [line.split(")")[1].split(":")[0].strip() for line in lines]
+    assert names == [study.run_name(m, s) for m in study.METHODS for s in (0, 1)]
+    assert "done, skipped" in lines[0]
+    assert all("done, skipped" not in line for line in lines[1:])
+
+
+def test_unknown_method_is_rejected() -> None:
+    with pytest.raises(SystemExit, match="unknown method"):
+        study.main(["summarize", "--methods", "grpo,ppo"])
+
+
+def _write_run(runs: Path, name: str, rows: list[dict]) -> None:
+    (runs / name).mkdir(parents=True)
+    (runs / name / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def _step(step: int, nonzero: float, correct: float, wrong: float, time_s: float, **extra) -> dict:
+    return {
+        "step": step,
+        "critic/score/mean": 0.5,
+        "signal/frac_nonzero_adv": nonzero,
+        "signal/frac_groups_all_correct": correct,
+        "signal/frac_groups_all_wrong": wrong,
+        "signal/frac_groups_zero_variance": correct + wrong,
+        "signal/num_responses": 32.0,
+        "signal/num_groups": 8.0,
+        "timing_s/step": time_s,
+        **extra,
+    }
+
+
+def test_summaries_against_hand_computed_values(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    val = "val-core/reasoning_gym/x/acc/mean@4"
+    other = "val-core/reasoning_gym/y/acc/mean@4"
+    for seed, (v0, v2) in enumerate([(0.2, 0.4), (0.3, 0.2)]):
+        _write_run(
+            runs,
+            f"grpo-s{seed}",
+            [
+                {"step": 0, val: v0, other: v0},
+                _step(1, 0.5, 0.25, 0.25, 10.0),
+                {**_step(2, 0.25, 0.5, 0.25, 20.0), val: v2, other: v2},
+            ],
+        )
+    # DAPO: 3 evicted + 1 surplus group of 4 responses generated on top of the 32 kept ones
+    _write_run(
+        runs,
+        "dapo_filter-s0",
+        [
+            {"step": 0, val: 0.1, other: 0.3},
+            _step(
+                1,
+                1.0,
+                0.0,
+                0.0,
+                30.0,
+                **{
+                    "training/filter_groups/evicted_samples": 3,
+                    "training/filter_groups/discarded_surplus_samples": 1,
+                },
+            ),
+        ],
+    )
+    summary = study.summarize(runs, tmp_path / "docs", ["grpo", "dapo_filter"], [0, 1])
+    by_method = {row["method"]: row for row in summary}
+    grpo = by_method["grpo"]
+    assert grpo["seeds"] == 2 and grpo["steps"] == 2
+    assert grpo["val_acc_gain_mean"] == pytest.approx(statistics.fmean([0.2, -0.1]))
+    assert grpo["val_acc_gain_std"] == pytest.approx(statistics.stdev([0.2, -0.1]), abs=1e-4)
+    assert grpo["frac_nonzero_adv_mean"] == pytest.approx(0.375)
+    assert grpo["step1_frac_all_correct_mean"] == pytest.approx(0.25)
+    # GRPO: 64 generated, 16 + 8 useful
+    assert grpo["generated_per_useful_mean"] == pytest.approx(64 / 24, abs=1e-4)
+    assert grpo["train_wall_min_mean"] == pytest.approx(0.5)
+    dapo = by_method["dapo_filter"]
+    assert dapo["generated_per_useful_mean"] == pytest.approx((32 + 4 * 4) / 32)
+    assert dapo["val_acc_start_mean"] == pytest.approx(0.2)  # mean over the two sources
+    assert dapo["val_acc_gain_mean"] != dapo["val_acc_gain_mean"]  # NaN: only one validation
+
+    with open(tmp_path / "docs" / "steps.csv", newline="") as f:
+        steps = list(csv.DictReader(f))
+    assert len(steps) == 3 + 3 + 2
+    dapo_step1 = next(r for r in steps if r["run"] == "dapo_filter-s0" and r["step"] == "1")
+    assert float(dapo_step1["generated_samples"]) == 48.0 and float(dapo_step1["useful_samples"]) == 32.0
+    grpo_step2 = next(r for r in steps if r["run"] == "grpo-s0" and r["step"] == "2")
+    assert float(grpo_step2["train_wall_s"]) == 30.0 and float(grpo_step2["val_acc"]) == pytest.approx(0.4)
+
+    written = plot_run.main(["--study", str(tmp_path / "docs" / "steps.csv"), "--out", str(tmp_path / "fig")])
+    assert [p.name for p in written] == ["study_accuracy.png", "study_signal.png"]
+    for path in written:
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000
+
+
+def test_study_plot_errors_name_the_problem(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match="study_cpu.py summarize"):
+        plot_run.main(["--study", str(tmp_path / "missing.csv"), "--out", str(tmp_path)])
+    bad = tmp_path / "bad.csv"
+    bad.write_text("a,b\n1,2\n")
+    with pytest.raises(SystemExit, match="missing columns"):
+        plot_run.main(["--study", str(bad), "--out", str(tmp_path)])
+
+
+def test_shell_wrapper_help_and_dry_run() -> None:
+    out = subprocess.run(["bash", "scripts/study_cpu.sh", "--help"], cwd=REPO, capture_output=True, text=True)
+    assert out.returncode == 0 and "STEPS" in out.stdout and "resum" in out.stdout

@@ -34,7 +34,7 @@ REWARD_KEY = "critic/rewards/mean"
 STEP_TIME_KEY = "timing_s/step"
 # COPO's consistency entropy of the groups' answers (bits); verl's token entropy for other algos.
 ENTROPY_KEYS = (("copo/entropy_mean", "answer-entropy"), ("actor/entropy", "token-entropy"))
-ZERO_VAR_KEYS = ("copo/frac_groups_zero_variance",)
+ZERO_VAR_KEYS = ("copo/frac_groups_zero_variance", "signal/frac_groups_zero_variance")
 
 
 def build_overrides(args: argparse.Namespace, extra: list[str]) -> list[str]:
@@ -54,7 +54,7 @@ def build_overrides(args: argparse.Namespace, extra: list[str]) -> list[str]:
         f"data.train_files={data / 'train.parquet'}",
         f"data.val_files={data / 'val.parquet'}",
         f"data.train_batch_size={args.batch}",
-        "data.max_prompt_length=96",
+        f"data.max_prompt_length={args.prompt_length}",
         f"data.max_response_length={args.response_length}",
         "data.filter_overlong_prompts=true",
         f"actor_rollout_ref.rollout.n={args.n}",
@@ -104,7 +104,7 @@ def val_accuracy(row: dict[str, Any]) -> float | None:
 
 
 def zero_variance_fraction(row: dict[str, Any]) -> float | None:
-    """Share of groups whose rewards are all equal (COPO logs it; derived from nothing else)."""
+    """Share of groups whose rewards are all equal (logged by recipe/copo/trainer.py for every estimator)."""
     return _first(row, ZERO_VAR_KEYS)
 
 
@@ -112,7 +112,7 @@ def fmt(value: float | None, spec: str = ".3f") -> str:
     return "n/a" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, spec)
 
 
-def progress_line(row: dict[str, Any], total: int, step_times: list[float]) -> str:
+def progress_line(row: dict[str, Any], total: int, step_times: list[float], label: str = "quickstart") -> str:
     """One progress line; the ETA is the mean step time so far times the steps left."""
     step = int(row["step"])
     step_time = row.get(STEP_TIME_KEY)
@@ -121,7 +121,7 @@ def progress_line(row: dict[str, Any], total: int, step_times: list[float]) -> s
         ((name, row[key]) for key, name in ENTROPY_KEYS if row.get(key) is not None), ("entropy", None)
     )
     return (
-        f"[quickstart] step {step}/{total}  reward {fmt(row.get(REWARD_KEY, row.get(SCORE_KEY)))}"
+        f"[{label}] step {step}/{total}  reward {fmt(row.get(REWARD_KEY, row.get(SCORE_KEY)))}"
         f"  acc {fmt(row.get(SCORE_KEY))}  zero-var {fmt(zero_variance_fraction(row), '.2f')}"
         f"  {entropy_name} {fmt(entropy)}  step {fmt(step_time, '.1f')}s  ETA {fmt(eta, '.0f')}s"
     )
@@ -159,7 +159,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     if env.get("CUDA_VISIBLE_DEVICES") == "":
         del env["CUDA_VISIBLE_DEVICES"]
 
-    print(f"[quickstart] training log: {log_path}", flush=True)
+    print(f"[{args.label}] training log: {log_path}", flush=True)
     started = time.time()
     seen: set[int] = set()
     step_times: list[float] = []
@@ -177,14 +177,14 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
                     acc = val_accuracy(row)
                     if acc is not None and step <= 0 and before is None:
                         before = acc
-                        print(f"[quickstart] validation accuracy before training: {acc:.3f}", flush=True)
+                        print(f"[{args.label}] validation accuracy before training: {acc:.3f}", flush=True)
                     elif acc is not None and step >= args.steps:
                         after = acc
                     if step > 0 and step not in seen and SCORE_KEY in row:
                         seen.add(step)
                         if row.get(STEP_TIME_KEY) is not None:
                             step_times.append(float(row[STEP_TIME_KEY]))
-                        print(progress_line(row, args.steps, step_times), flush=True)
+                        print(progress_line(row, args.steps, step_times, args.label), flush=True)
                 if done:
                     break
                 time.sleep(2.0)
@@ -196,7 +196,9 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     if proc.returncode != 0:
         tail = log_path.read_text(errors="replace").splitlines()[-40:]
         print("\n".join(tail), file=sys.stderr)
-        print(f"[quickstart] training FAILED (exit {proc.returncode}); full log: {log_path}", file=sys.stderr)
+        print(
+            f"[{args.label}] training FAILED (exit {proc.returncode}); full log: {log_path}", file=sys.stderr
+        )
         return proc.returncode or 1
     summary = {
         "algo": args.algo,
@@ -217,17 +219,17 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         if before is not None and after is not None and after > before
         else "did not improve (short runs are noisy; try --steps 20)"
     )
-    print("[quickstart] ---------------- summary ----------------")
-    print(f"[quickstart] {args.algo}: {len(seen)} steps in {wall / 60:.1f} min")
-    print(f"[quickstart] validation accuracy: before {fmt(before)} -> after {fmt(after)} ({verdict})")
-    print(f"[quickstart] metrics (one JSON line per step): {metrics}")
-    print(f"[quickstart] checkpoint: {out / 'checkpoints'}")
-    print(f"[quickstart] tensorboard: tensorboard --logdir {summary['tensorboard']}")
-    print(f"[quickstart] summary: {out / 'summary.json'}")
+    print(f"[{args.label}] ---------------- summary ----------------")
+    print(f"[{args.label}] {args.algo}: {len(seen)} steps in {wall / 60:.1f} min")
+    print(f"[{args.label}] validation accuracy: before {fmt(before)} -> after {fmt(after)} ({verdict})")
+    print(f"[{args.label}] metrics (one JSON line per step): {metrics}")
+    print(f"[{args.label}] checkpoint: {out / 'checkpoints'}")
+    print(f"[{args.label}] tensorboard: tensorboard --logdir {summary['tensorboard']}")
+    print(f"[{args.label}] summary: {out / 'summary.json'}")
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -238,9 +240,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--algo", choices=["copo", "grpo"], default="copo")
     parser.add_argument("--batch", type=int, default=8, help="prompts per step")
     parser.add_argument("--n", type=int, default=4, help="responses per prompt")
+    parser.add_argument(
+        "--prompt-length",
+        type=int,
+        default=64,
+        help="data.max_prompt_length (quickstart prompts: <= 64 tokens)",
+    )
     parser.add_argument("--response-length", type=int, default=64)
-    parser.add_argument("--lr", type=float, default=1e-5)
+    parser.add_argument("--lr", type=float, default=5e-5)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--label", default="quickstart", help="prefix of the printed lines")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     bad = [e for e in extra if e.startswith("-")]
     if bad:

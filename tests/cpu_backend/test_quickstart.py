@@ -45,6 +45,7 @@ def _args(**kw) -> argparse.Namespace:
         algo="copo",
         batch=8,
         n=4,
+        prompt_length=96,
         response_length=96,
         lr=1e-5,
         seed=3,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The embedded default job: COPO with verl's real trainer on CPU, start to finish.
 #
-#   bash scripts/quickstart.sh                      # COPO, defaults sized for ~15 min on 2 cores
+#   bash scripts/quickstart.sh                      # COPO, defaults sized for < 15 min on 2 cores
 #   bash scripts/quickstart.sh --steps 20 --algo grpo actor_rollout_ref.actor.optim.lr=2e-5
 #
 # 1. sets up the CPU virtualenv (scripts/setup_env.sh; skipped when it already works),
@@ -16,7 +16,7 @@ usage() {
 Usage: bash scripts/quickstart.sh [options] [hydra.key=value ...]
 
 Options:
-  --steps N        training steps (default 8)
+  --steps N        training steps (default 6)
   --algo NAME      copo (default) or grpo (verl's estimator, same trainer)
   --out DIR        run folder (default runs/quickstart-<algo>)
   --seed S         data / sampling seed (default 0)
@@ -34,7 +34,7 @@ EOF
 cd "$(dirname "$0")/.."
 VENV=${COPO_VENV:-.venv}
 CACHE=${COPO_CACHE:-$HOME/.cache/copo-verl}
-STEPS=8
+STEPS=6
 ALGO=copo
 OUT=""
 SEED=0

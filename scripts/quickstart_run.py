@@ -17,6 +17,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -59,7 +60,9 @@ def build_overrides(args: argparse.Namespace, extra: list[str]) -> list[str]:
         "data.filter_overlong_prompts=true",
         f"actor_rollout_ref.rollout.n={args.n}",
         "actor_rollout_ref.rollout.temperature=1.0",
-        f"actor_rollout_ref.actor.ppo_mini_batch_size={args.batch}",
+        # Two optimizer updates per step (mini-batches of half the prompts) for the price of one
+        # rollout: generation is half of a CPU step.
+        f"actor_rollout_ref.actor.ppo_mini_batch_size={args.mini_batch or args.batch}",
         # 8 sequences per forward: the fp32 logits of a 49k vocabulary are ~30 MB per sequence
         # of 160 tokens, and a few copies of them are alive in the loss.
         "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8",
@@ -143,6 +146,13 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     metrics = out / "metrics.jsonl"
+    if (out / "summary.json").is_file():
+        # A finished run: start a new one (resuming it would train nothing). An interrupted run
+        # has no summary.json and resumes from its last checkpoint (trainer.resume_mode=auto).
+        print(f"[{args.label}] {out} holds a finished run; starting a new one there", flush=True)
+        shutil.rmtree(out / "checkpoints", ignore_errors=True)
+        for name in ("metrics.jsonl", "summary.json"):
+            (out / name).unlink(missing_ok=True)
     log_path = out / "train.log"
     cmd = [sys.executable, "-m", "recipe.copo.main_copo", *build_overrides(args, extra)]
     (out / "command.txt").write_text(" ".join(cmd) + "\n")
@@ -239,6 +249,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--algo", choices=["copo", "grpo"], default="copo")
     parser.add_argument("--batch", type=int, default=8, help="prompts per step")
+    parser.add_argument(
+        "--mini-batch", type=int, default=4, help="prompts per optimizer update (0: the whole step)"
+    )
     parser.add_argument("--n", type=int, default=4, help="responses per prompt")
     parser.add_argument(
         "--prompt-length",

@@ -114,6 +114,8 @@ def run_command(args: argparse.Namespace, method: str, seed: int, out: Path) -> 
         str(args.prompt_length),
         "--batch",
         str(args.batch),
+        "--mini-batch",
+        "0",  # one update per step: the paper's on-policy setting
         "--label",
         f"study {run_name(method, seed)}",
         *base_overrides(args, run_name(method, seed)),
@@ -279,7 +281,36 @@ def summarize(runs: Path, out_dir: Path, methods: list[str], seeds: list[int]) -
             row[f"{name}_mean"], row[f"{name}_std"] = round(mean, 4), round(std, 4)
         summary.append(row)
     _write_csv(out_dir / "summary.csv", summary, list(summary[0]))
+    _write_markdown(out_dir / "summary.md", summary)
     return summary
+
+
+_MD_COLUMNS = (
+    ("val acc start", "val_acc_start", 100, ".1f"),
+    ("val acc end", "val_acc_end", 100, ".1f"),
+    ("gain (points)", "val_acc_gain", 100, "+.1f"),
+    ("non-zero adv", "frac_nonzero_adv", 100, ".0f"),
+    ("step-1 all correct", "step1_frac_all_correct", 100, ".0f"),
+    ("step-1 all wrong", "step1_frac_all_wrong", 100, ".0f"),
+    ("generated / useful", "generated_per_useful", 1, ".2f"),
+    ("train min", "train_wall_min", 1, ".1f"),
+)
+
+
+def _write_markdown(path: Path, summary: list[dict[str, Any]]) -> None:
+    """The results table of docs/STUDY_CPU.md: mean +- sample std over seeds (percent where %)."""
+    head = ["method", "seeds", "steps"] + [
+        f"{title}{' (%)' if scale == 100 else ''}" for title, _, scale, _ in _MD_COLUMNS
+    ]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in summary:
+        cells = [row["method"], str(row["seeds"]), str(row["steps"])]
+        for _, key, scale, spec in _MD_COLUMNS:
+            mean, std = row[f"{key}_mean"] * scale, row[f"{key}_std"] * scale
+            cells.append("n/a" if math.isnan(mean) else f"{mean:{spec}} ± {abs(std):.1f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    path.write_text("\n".join(lines) + "\n")
+    print(f"[study] wrote {path}")
 
 
 def _write_csv(path: Path, rows: list[dict[str, Any]], columns: list[str]) -> None:
@@ -315,10 +346,10 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", parents=[common], help="train every (method, seed) not finished yet")
     run.add_argument("--model", type=Path, required=True, help="HF folder of SmolLM2-135M-Instruct")
     run.add_argument("--data", type=Path, required=True, help="folder with train.parquet and val.parquet")
-    run.add_argument("--steps", type=int, default=8, help="training steps per run (the budget)")
+    run.add_argument("--steps", type=int, default=6, help="training steps per run (the budget)")
     run.add_argument("--batch", type=int, default=4, help="prompts per step (x 4 responses)")
-    run.add_argument("--test-freq", type=int, default=4, help="validate every N steps (and at step 0)")
-    run.add_argument("--save-freq", type=int, default=4, help="checkpoint every N steps (for resume)")
+    run.add_argument("--test-freq", type=int, default=3, help="validate every N steps (and at step 0)")
+    run.add_argument("--save-freq", type=int, default=3, help="checkpoint every N steps (for resume)")
     run.add_argument(
         "--prompt-length", type=int, default=96, help="data.max_prompt_length (prompts: <= 88 tokens)"
     )

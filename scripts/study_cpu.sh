@@ -9,7 +9,7 @@
 #
 # Finished runs are skipped; an interrupted run resumes from its last checkpoint. At the end it
 # writes docs/study_cpu/{steps,summary}.csv and the plots (scripts/plot_run.py --study).
-# Environment: STEPS (8), SEEDS (0,1), METHODS (all), TRAIN_SIZE (512), VAL_SIZE (16),
+# Environment: STEPS (6), SEEDS (0,1), METHODS (all), TRAIN_SIZE (512), VAL_SIZE (16),
 # DATA_SEED (0), COPO_CACHE (~/.cache/copo-verl), COPO_VENV (.venv).
 set -euo pipefail
 
@@ -21,7 +21,7 @@ fi
 cd "$(dirname "$0")/.."
 VENV=${COPO_VENV:-.venv}
 CACHE=${COPO_CACHE:-$HOME/.cache/copo-verl}
-STEPS=${STEPS:-8}
+STEPS=${STEPS:-6}
 SEEDS=${SEEDS:-0,1}
 METHODS=${METHODS:-grpo,copo_soft_with_zero,copo_soft,copo_global_only,dapo_filter}
 TRAIN_SIZE=${TRAIN_SIZE:-512}

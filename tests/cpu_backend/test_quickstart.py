@@ -49,6 +49,7 @@ def _args(**kw) -> argparse.Namespace:
         response_length=96,
         lr=1e-5,
         seed=3,
+        mini_batch=4,
     )
     base.update(kw)
     return argparse.Namespace(**base)

@@ -160,6 +160,12 @@ def test_summaries_against_hand_computed_values(tmp_path: Path) -> None:
     assert dapo["val_acc_start_mean"] == pytest.approx(0.2)  # mean over the two sources
     assert dapo["val_acc_gain_mean"] != dapo["val_acc_gain_mean"]  # NaN: only one validation
 
+    md = (tmp_path / "docs" / "summary.md").read_text().splitlines()
+    assert md[0].startswith("| method | seeds | steps |")
+    grpo_md = next(line for line in md if line.startswith("| grpo |"))
+    assert "| +5.0 ± 21.2 |" in grpo_md  # gain in points: mean of +20 and -10, sample std 21.2
+    assert "n/a" in next(line for line in md if line.startswith("| dapo_filter |"))
+
     with open(tmp_path / "docs" / "steps.csv", newline="") as f:
         steps = list(csv.DictReader(f))
     assert len(steps) == 3 + 3 + 2

@@ -96,3 +96,37 @@ def test_progress_line_and_reading_a_half_written_file(tmp_path: Path) -> None:
     assert "ETA n/as" in line
     line = qs.progress_line(rows[1], total=4, step_times=[10.0, 12.0])
     assert "step 12.0s" in line and "ETA 22s" in line  # mean 11 s x 2 steps left
+
+
+class _FinishedProcess:
+    """Stands in for the trainer subprocess: exits 0 at once, writes nothing."""
+
+    pid = 0
+    returncode = 0
+
+    def __init__(self, cmd, **kwargs) -> None:
+        self.cmd = cmd
+
+    def poll(self) -> int:
+        return 0
+
+
+def test_finished_run_folder_starts_fresh_and_interrupted_one_resumes(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(qs.subprocess, "Popen", _FinishedProcess)
+    out = tmp_path / "run"
+    (out / "checkpoints" / "global_step_6").mkdir(parents=True)
+    (out / "metrics.jsonl").write_text(json.dumps({"step": 6, "critic/score/mean": 0.5}) + "\n")
+    (out / "summary.json").write_text("{}")
+    args = _args(out=str(out), data=str(tmp_path), model=str(tmp_path), label="quickstart")
+    assert qs.run(args, []) == 0
+    assert not (out / "checkpoints").exists(), (
+        "a finished run's checkpoint would make the new run resume at its end"
+    )
+    assert json.loads((out / "summary.json").read_text())["steps"] == 0  # the old step-6 row is gone
+    # interrupted: no summary.json -> checkpoints and metrics are kept for trainer.resume_mode=auto
+    (out / "summary.json").unlink()
+    (out / "checkpoints" / "global_step_3").mkdir(parents=True)
+    (out / "metrics.jsonl").write_text(json.dumps({"step": 3, "critic/score/mean": 0.5}) + "\n")
+    assert qs.run(args, []) == 0
+    assert (out / "checkpoints" / "global_step_3").is_dir()
+    assert json.loads((out / "summary.json").read_text())["steps"] == 1

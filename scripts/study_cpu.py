@@ -93,6 +93,10 @@ def base_overrides(args: argparse.Namespace, name: str) -> list[str]:
 
 def run_command(args: argparse.Namespace, method: str, seed: int, out: Path) -> list[str]:
     algo = "grpo" if method in ("grpo", "dapo_filter") else "copo"
+    # Step-0 validation scores the initial model, which every method shares: with the same seed
+    # it samples the same answers, so only the first method's runs measure it (one CPU
+    # validation costs about as much as two training steps); summarize() copies it to the others.
+    baseline = ["trainer.val_before_train=false"] if method != args.methods[0] else []
     return [
         sys.executable,
         str(RUN_SCRIPT),
@@ -119,6 +123,7 @@ def run_command(args: argparse.Namespace, method: str, seed: int, out: Path) -> 
         "--label",
         f"study {run_name(method, seed)}",
         *base_overrides(args, run_name(method, seed)),
+        *baseline,
         *METHODS[method],
     ]
 
@@ -230,19 +235,32 @@ def _mean_std(values: list[float]) -> tuple[float, float]:
 def summarize(runs: Path, out_dir: Path, methods: list[str], seeds: list[int]) -> list[dict[str, Any]]:
     all_rows: list[dict[str, Any]] = []
     per_method: dict[str, list[list[dict[str, Any]]]] = {}
+    baseline: dict[int, tuple[float, str]] = {}  # seed -> (step-0 val_acc, run that measured it)
     for method in methods:
         for seed in seeds:
             run_dir = runs / run_name(method, seed)
             if not (run_dir / "metrics.jsonl").is_file():
                 continue
             rows = step_rows(run_dir, method, seed)
-            all_rows.extend(rows)
+            if rows and rows[0]["step"] == 0 and "val_acc" in rows[0]:
+                baseline.setdefault(seed, (rows[0]["val_acc"], run_dir.name))
             per_method.setdefault(method, []).append(rows)
+    for runs_of_method in per_method.values():
+        for rows in runs_of_method:
+            seed = rows[0]["seed"] if rows else None
+            if rows and seed in baseline and not (rows[0]["step"] == 0 and "val_acc" in rows[0]):
+                acc, source = baseline[seed]
+                if rows[0]["step"] != 0:
+                    rows.insert(
+                        0, {"run": rows[0]["run"], "method": rows[0]["method"], "seed": seed, "step": 0}
+                    )
+                rows[0].update(val_acc=acc, val_source=source, train_wall_s=0.0)
+            all_rows.extend(rows)
     if not all_rows:
         raise SystemExit(f"study_cpu.py: no runs with metrics.jsonl under {runs}")
     out_dir.mkdir(parents=True, exist_ok=True)
     columns = ["run", "method", "seed", "step", "train_wall_s", "val_acc", *STEP_COLUMNS]
-    columns += ["generated_samples", "useful_samples"]
+    columns += ["generated_samples", "useful_samples", "val_source"]
     _write_csv(out_dir / "steps.csv", all_rows, columns)
 
     summary = []
@@ -346,10 +364,10 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", parents=[common], help="train every (method, seed) not finished yet")
     run.add_argument("--model", type=Path, required=True, help="HF folder of SmolLM2-135M-Instruct")
     run.add_argument("--data", type=Path, required=True, help="folder with train.parquet and val.parquet")
-    run.add_argument("--steps", type=int, default=6, help="training steps per run (the budget)")
+    run.add_argument("--steps", type=int, default=4, help="training steps per run (the budget)")
     run.add_argument("--batch", type=int, default=4, help="prompts per step (x 4 responses)")
-    run.add_argument("--test-freq", type=int, default=3, help="validate every N steps (and at step 0)")
-    run.add_argument("--save-freq", type=int, default=3, help="checkpoint every N steps (for resume)")
+    run.add_argument("--test-freq", type=int, default=4, help="validate every N steps (and at step 0)")
+    run.add_argument("--save-freq", type=int, default=2, help="checkpoint every N steps (for resume)")
     run.add_argument(
         "--prompt-length", type=int, default=96, help="data.max_prompt_length (prompts: <= 88 tokens)"
     )

@@ -9,7 +9,7 @@
 #
 # Finished runs are skipped; an interrupted run resumes from its last checkpoint. At the end it
 # writes docs/study_cpu/{steps,summary}.csv and the plots (scripts/plot_run.py --study).
-# Environment: STEPS (6), SEEDS (0,1), METHODS (all), TRAIN_SIZE (512), VAL_SIZE (16),
+# Environment: STEPS (4), SEEDS (0,1), METHODS (all), TRAIN_SIZE (512), VAL_SIZE (12),
 # DATA_SEED (0), COPO_CACHE (~/.cache/copo-verl), COPO_VENV (.venv).
 set -euo pipefail
 
@@ -21,11 +21,11 @@ fi
 cd "$(dirname "$0")/.."
 VENV=${COPO_VENV:-.venv}
 CACHE=${COPO_CACHE:-$HOME/.cache/copo-verl}
-STEPS=${STEPS:-6}
+STEPS=${STEPS:-4}
 SEEDS=${SEEDS:-0,1}
 METHODS=${METHODS:-grpo,copo_soft_with_zero,copo_soft,copo_global_only,dapo_filter}
 TRAIN_SIZE=${TRAIN_SIZE:-512}
-VAL_SIZE=${VAL_SIZE:-16}
+VAL_SIZE=${VAL_SIZE:-12}
 DATA_SEED=${DATA_SEED:-0}
 PY="$VENV/bin/python"
 say() { echo "[study] $*"; }

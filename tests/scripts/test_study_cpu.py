@@ -83,6 +83,11 @@ def test_plan_skips_finished_runs_and_pairs_the_seeds_of_a_method(tmp_path: Path
     names = [line.split(")")[1].split(":")[0].strip() for line in lines]
     assert names == [study.run_name(m, s) for m in study.METHODS for s in (0, 1)]
     assert "done, skipped" in lines[0]
+    # only the first method's runs validate the shared initial model at step 0
+    assert all(
+        ("val_before_train=false" in line) == (" --algo copo " in line or "dapo" in line)
+        for line in lines[2:]
+    )
     assert all("done, skipped" not in line for line in lines[1:])
 
 
@@ -144,7 +149,9 @@ def test_summaries_against_hand_computed_values(tmp_path: Path) -> None:
             ),
         ],
     )
-    summary = study.summarize(runs, tmp_path / "docs", ["grpo", "dapo_filter"], [0, 1])
+    # COPO run without its own step-0 validation: the seed's baseline (grpo-s1: 0.3) is copied in
+    _write_run(runs, "copo_soft-s1", [{**_step(1, 1.0, 0.25, 0.25, 10.0), val: 0.5, other: 0.5}])
+    summary = study.summarize(runs, tmp_path / "docs", ["grpo", "dapo_filter", "copo_soft"], [0, 1])
     by_method = {row["method"]: row for row in summary}
     grpo = by_method["grpo"]
     assert grpo["seeds"] == 2 and grpo["steps"] == 2
@@ -168,7 +175,10 @@ def test_summaries_against_hand_computed_values(tmp_path: Path) -> None:
 
     with open(tmp_path / "docs" / "steps.csv", newline="") as f:
         steps = list(csv.DictReader(f))
-    assert len(steps) == 3 + 3 + 2
+    assert len(steps) == 3 + 3 + 2 + 2
+    copo_step0 = next(r for r in steps if r["run"] == "copo_soft-s1" and r["step"] == "0")
+    assert float(copo_step0["val_acc"]) == pytest.approx(0.3) and copo_step0["val_source"] == "grpo-s1"
+    assert by_method["copo_soft"]["val_acc_gain_mean"] == pytest.approx(0.2)
     dapo_step1 = next(r for r in steps if r["run"] == "dapo_filter-s0" and r["step"] == "1")
     assert float(dapo_step1["generated_samples"]) == 48.0 and float(dapo_step1["useful_samples"]) == 32.0
     grpo_step2 = next(r for r in steps if r["run"] == "grpo-s0" and r["step"] == "2")

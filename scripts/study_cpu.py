@@ -137,7 +137,12 @@ def finished(out: Path, steps: int) -> bool:
 
 def _launch(args: argparse.Namespace, method: str, seed: int, threads: int) -> subprocess.Popen:
     out = args.runs / run_name(method, seed)
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), COPO_CPU_THREADS=str(threads))
+    env = dict(
+        os.environ,
+        OMP_NUM_THREADS=str(threads),
+        COPO_CPU_THREADS=str(threads),
+        TENSORBOARD_DIR=str(out / "tensorboard"),  # verl's default is one shared ./tensorboard_log
+    )
     return subprocess.Popen(run_command(args, method, seed, out), cwd=REPO_ROOT, env=env)
 
 

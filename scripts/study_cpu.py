@@ -247,7 +247,10 @@ def summarize(runs: Path, out_dir: Path, methods: list[str], seeds: list[int]) -
             if not (run_dir / "metrics.jsonl").is_file():
                 continue
             rows = step_rows(run_dir, method, seed)
-            if rows and rows[0]["step"] == 0 and "val_acc" in rows[0]:
+            if not any(r["step"] > 0 and "num_responses" in r for r in rows):
+                print(f"[study] {run_dir.name}: no training step logged yet, left out")
+                continue
+            if rows[0]["step"] == 0 and "val_acc" in rows[0]:
                 baseline.setdefault(seed, (rows[0]["val_acc"], run_dir.name))
             per_method.setdefault(method, []).append(rows)
     for runs_of_method in per_method.values():
@@ -271,6 +274,7 @@ def summarize(runs: Path, out_dir: Path, methods: list[str], seeds: list[int]) -
     summary = []
     for method, runs_of_method in per_method.items():
         start, end, gain, nonzero, correct0, wrong0, gen, useful, wall, steps = ([] for _ in range(10))
+        correct_all, wrong_all = [], []
         for rows in runs_of_method:
             vals = [r for r in rows if "val_acc" in r]
             train = [r for r in rows if r["step"] > 0 and "num_responses" in r]
@@ -283,6 +287,8 @@ def summarize(runs: Path, out_dir: Path, methods: list[str], seeds: list[int]) -
                 nonzero.append(statistics.fmean(r["frac_nonzero_adv"] for r in train))
                 correct0.append(train[0]["frac_groups_all_correct"])
                 wrong0.append(train[0]["frac_groups_all_wrong"])
+                correct_all.append(statistics.fmean(r["frac_groups_all_correct"] for r in train))
+                wrong_all.append(statistics.fmean(r["frac_groups_all_wrong"] for r in train))
                 generated = sum(r["generated_samples"] for r in train)
                 used = sum(r["useful_samples"] for r in train)
                 gen.append(generated / used if used else math.inf)
@@ -297,6 +303,8 @@ def summarize(runs: Path, out_dir: Path, methods: list[str], seeds: list[int]) -
             ("frac_nonzero_adv", nonzero),
             ("step1_frac_all_correct", correct0),
             ("step1_frac_all_wrong", wrong0),
+            ("frac_all_correct", correct_all),
+            ("frac_all_wrong", wrong_all),
             ("generated_per_useful", gen),
             ("train_wall_min", wall),
         ):
@@ -315,6 +323,8 @@ _MD_COLUMNS = (
     ("non-zero adv", "frac_nonzero_adv", 100, ".0f"),
     ("step-1 all correct", "step1_frac_all_correct", 100, ".0f"),
     ("step-1 all wrong", "step1_frac_all_wrong", 100, ".0f"),
+    ("all correct, all steps", "frac_all_correct", 100, ".0f"),
+    ("all wrong, all steps", "frac_all_wrong", 100, ".0f"),
     ("generated / useful", "generated_per_useful", 1, ".2f"),
     ("train min", "train_wall_min", 1, ".1f"),
 )

@@ -151,7 +151,11 @@ def test_summaries_against_hand_computed_values(tmp_path: Path) -> None:
     )
     # COPO run without its own step-0 validation: the seed's baseline (grpo-s1: 0.3) is copied in
     _write_run(runs, "copo_soft-s1", [{**_step(1, 1.0, 0.25, 0.25, 10.0), val: 0.5, other: 0.5}])
-    summary = study.summarize(runs, tmp_path / "docs", ["grpo", "dapo_filter", "copo_soft"], [0, 1])
+    # a run still starting (validation only, no training step) is left out
+    _write_run(runs, "copo_global_only-s0", [{"step": 0, val: 0.9, other: 0.9}])
+    methods = ["grpo", "dapo_filter", "copo_soft", "copo_global_only"]
+    summary = study.summarize(runs, tmp_path / "docs", methods, [0, 1])
+    assert [row["method"] for row in summary] == ["grpo", "dapo_filter", "copo_soft"]
     by_method = {row["method"]: row for row in summary}
     grpo = by_method["grpo"]
     assert grpo["seeds"] == 2 and grpo["steps"] == 2

@@ -294,11 +294,13 @@ class CopoTrainerMixin:
     def _compute_advantage(self, batch: Any, metrics: dict) -> Any:
         estimator = str(self.config.algorithm.adv_estimator)
         if estimator in ("copo", "gcpo"):
-            batch = self._compute_copo_advantage(batch, metrics, estimator)
+            result = self._compute_copo_advantage(batch, metrics, estimator)
         else:
-            batch = super()._compute_advantage(batch, metrics)  # type: ignore[misc]
+            result = super()._compute_advantage(batch, metrics)  # type: ignore[misc]
+        # Read back through the input meta: its keys, partition and padding tags name the rows the
+        # step just wrote, whatever kv_batch_put returns.
         metrics.update(self._signal_budget(batch))
-        return batch
+        return result
 
     def _signal_budget(self, batch: Any) -> dict[str, float]:
         """``signal/`` metrics for every estimator, so GRPO, DAPO and COPO runs compare directly."""

@@ -10,6 +10,7 @@ from verl.protocol import DataProto
 from verl.utils import tensordict_utils as tu
 
 from copo_core import compute_copo_advantages, copo_batch_metrics
+from copo_core.metrics import NONZERO_ADV_TOL
 from recipe.copo.trainer import (
     MISSING_PRED_MESSAGE,
     CopoSettings,
@@ -226,6 +227,34 @@ class _FakeTQ:
         return "meta"
 
 
+_SIGNAL_KEYS = (
+    "signal/frac_nonzero_adv",
+    "signal/frac_groups_all_correct",
+    "signal/frac_groups_all_wrong",
+    "signal/frac_groups_zero_variance",
+    "signal/num_responses",
+    "signal/num_groups",
+)
+
+
+def _signal_by_hand(adv: torch.Tensor, scores: torch.Tensor, uids, rows) -> dict[str, float]:
+    """Loop reference for the trainer's signal/ metrics over the listed rows."""
+    groups: dict = {}
+    live = 0
+    for i in rows:
+        groups.setdefault(uids[i], []).append(float(scores[i]))
+        live += abs(float(adv[i])) > NONZERO_ADV_TOL
+    n_rows = sum(len(v) for v in groups.values())
+    return {
+        "signal/frac_nonzero_adv": live / n_rows,
+        "signal/frac_groups_all_correct": sum(min(v) > 0 for v in groups.values()) / len(groups),
+        "signal/frac_groups_all_wrong": sum(max(v) <= 0 for v in groups.values()) / len(groups),
+        "signal/frac_groups_zero_variance": sum(min(v) == max(v) for v in groups.values()) / len(groups),
+        "signal/num_responses": float(n_rows),
+        "signal/num_groups": float(len(groups)),
+    }
+
+
 class _Base:
     def _compute_advantage(self, batch, metrics):
         raise AssertionError("the COPO estimator must not fall through to verl's step")
@@ -274,6 +303,15 @@ def test_trainer_compute_advantage_reads_tq_and_writes_nested_fields(monkeypatch
             torch.testing.assert_close(row[name], want.expand(lr), rtol=1e-6, atol=1e-7)
     assert metrics["copo/entropy_mean"] == pytest.approx(
         copo_batch_metrics(ref, batch.scores, batch.uids)["entropy_mean"]
+    )
+    # signal/ metrics are read back from the rows the step wrote; padding rows are left out.
+    assert _signal_by_hand(ref.blended, batch.scores, batch.uids, range(batch.n)) == pytest.approx(
+        {k: metrics[k] for k in _SIGNAL_KEYS}
+    )
+    padded_tags = [{"is_padding": i == batch.n - 1} for i in range(batch.n)]
+    padded_meta = KVBatchMeta(keys=keys, tags=padded_tags, partition_id="train")
+    assert trainer._signal_budget(padded_meta) == pytest.approx(
+        _signal_by_hand(ref.blended, batch.scores, batch.uids, range(batch.n - 1))
     )
 
     # Without a `pred` in the reward extra info the step fails with the reward-contract message.

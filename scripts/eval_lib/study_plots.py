@@ -13,8 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 Row = dict[str, str]
-# method -> seed -> sorted [(x, y)]
-Curves = dict[str, dict[str, list[tuple[float, float]]]]
+# method -> seed -> {step: (x, y)}
+Curves = dict[str, dict[str, dict[int, tuple[float, float]]]]
 
 SIGNAL_PANELS = (
     ("frac_nonzero_adv", "responses with non-zero advantage"),
@@ -47,24 +47,29 @@ def _value(row: Row, key: str) -> float | None:
 
 
 def curves(rows: list[Row], x_key: str, y_key: str, x_scale: float = 1.0) -> Curves:
-    """Per method and seed, the (x, y) points where ``y_key`` was logged."""
-    out: Curves = defaultdict(lambda: defaultdict(list))
+    """Per method, seed and step, the (x, y) point where ``y_key`` was logged (and is finite)."""
+    out: Curves = defaultdict(lambda: defaultdict(dict))
     for row in rows:
         x, y = _value(row, x_key), _value(row, y_key)
         if x is not None and y is not None and math.isfinite(y):
-            out[row["method"]][row["seed"]].append((x * x_scale, y))
-    return {m: {s: sorted(points) for s, points in seeds.items()} for m, seeds in out.items()}
+            out[row["method"]][row["seed"]][int(row["step"])] = (x * x_scale, y)
+    return {m: dict(seeds) for m, seeds in out.items()}
 
 
 def mean_and_band(
-    by_seed: dict[str, list[tuple[float, float]]],
+    by_seed: dict[str, dict[int, tuple[float, float]]],
 ) -> tuple[list[float], list[float], list[float], list[float]]:
-    """Mean, min and max over seeds at each point index (seeds log at the same steps)."""
-    length = min(len(points) for points in by_seed.values())
+    """x, mean, min and max of y over seeds, at each step that every seed logged.
+
+    Steps where a seed has no value (e.g. generated per useful sample when no sample was
+    useful) are left out rather than averaged over fewer seeds; x is the seeds' mean x there.
+    """
+    steps = sorted(set.intersection(*(set(points) for points in by_seed.values())))
     xs, mean, low, high = [], [], [], []
-    for i in range(length):
-        ys = [points[i][1] for points in by_seed.values()]
-        xs.append(sum(points[i][0] for points in by_seed.values()) / len(by_seed))
+    for step in steps:
+        points = [seed_points[step] for seed_points in by_seed.values()]
+        ys = [y for _, y in points]
+        xs.append(sum(x for x, _ in points) / len(points))
         mean.append(sum(ys) / len(ys))
         low.append(min(ys))
         high.append(max(ys))

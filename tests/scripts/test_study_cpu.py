@@ -194,6 +194,24 @@ def test_summaries_against_hand_computed_values(tmp_path: Path) -> None:
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000
 
 
+def test_study_curves_align_seeds_by_step() -> None:
+    from eval_lib.study_plots import curves, mean_and_band
+
+    def row(seed: str, step: int, wall: float, gen: str, useful: str) -> dict[str, str]:
+        return {"method": "m", "seed": seed, "step": str(step), "train_wall_s": str(wall),
+                "generated_samples": gen, "useful_samples": useful, "val_acc": ""}  # fmt: skip
+
+    # Seed 1 has no useful sample at step 2: its generated/useful is undefined there, so step 2
+    # is left out instead of pairing seed 0's step 2 with seed 1's step 3.
+    rows = [row("0", 1, 60, "16", "4"), row("0", 2, 120, "16", "8"), row("0", 3, 180, "16", "16")]
+    rows += [row("1", 1, 90, "16", "8"), row("1", 2, 150, "16", "0"), row("1", 3, 240, "32", "16")]
+    by_seed = curves(rows, "step", "generated_per_useful")["m"]
+    assert by_seed["1"] == {1: (1.0, 2.0), 3: (3.0, 2.0)}
+    assert mean_and_band(by_seed) == ([1.0, 3.0], [3.0, 1.5], [2.0, 1.0], [4.0, 2.0])
+    xs, mean, _, _ = mean_and_band(curves(rows, "train_wall_s", "generated_per_useful", 1 / 60)["m"])
+    assert xs == pytest.approx([1.25, 3.5]) and mean == [3.0, 1.5]
+
+
 def test_study_plot_errors_name_the_problem(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match="study_cpu.py summarize"):
         plot_run.main(["--study", str(tmp_path / "missing.csv"), "--out", str(tmp_path)])

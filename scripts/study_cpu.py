@@ -10,6 +10,7 @@ its last checkpoint (verl's ``trainer.resume_mode=auto``).
     bash scripts/study_cpu.sh                      # set-up, data, all runs, summaries, plots
     python scripts/study_cpu.py run --dry-run      # print the plan and each run's command
     python scripts/study_cpu.py summarize          # runs/study_cpu/* -> docs/study_cpu/*.csv
+    python scripts/study_cpu.py census --model M --data D   # step-0 group outcomes, 128 prompts
     python scripts/plot_run.py --study docs/study_cpu/steps.csv --out docs/study_cpu
 
 Results: ``runs/study_cpu/<method>-s<seed>/`` (metrics.jsonl, train.log, checkpoints);
@@ -367,6 +368,45 @@ def cmd_summarize(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_census(args: argparse.Namespace, backend_factory: Any = None) -> int:
+    """Sample G responses per training prompt from the initial model and count group outcomes."""
+    for path in (str(REPO_ROOT), str(REPO_ROOT / "scripts")):  # the reward and eval_lib
+        if path not in sys.path:
+            sys.path.insert(0, path)
+    from eval_lib.backends import SamplingConfig
+    from eval_lib.group_census import census_markdown, census_rows, write_census_subset
+    from eval_lib.runner import EvalConfig, run_evaluation
+
+    subset = args.out / "census.parquet"
+    problems = write_census_subset(args.data / "train.parquet", args.per_task, subset)
+    print(
+        f"[study] census: {len(problems)} training prompts x {args.k} samples from {args.model} "
+        f"(T={args.temperature}, <= {args.max_tokens} tokens); results in {args.out}"
+    )
+    cfg = EvalConfig(
+        models=[str(args.model)],
+        data=[str(subset)],
+        out=args.out,
+        k=args.k,
+        sampling=SamplingConfig(temperature=args.temperature, max_tokens=args.max_tokens, seed=args.seed),
+        backend="hf",
+        dtype="float32",
+    )
+    run_evaluation(cfg, **({"backend_factory": backend_factory} if backend_factory else {}))
+    with open(args.out / "samples.jsonl") as f:
+        rows = census_rows(json.loads(line) for line in f if line.strip())
+    args.docs.mkdir(parents=True, exist_ok=True)
+    _write_csv(args.docs / "census.csv", rows, list(rows[0]))
+    (args.docs / "census.md").write_text(census_markdown(rows))
+    overall = rows[-1]
+    print(
+        f"[study] census: {overall['groups']} groups, accuracy {overall['accuracy']:.3f}, all correct "
+        f"{overall['frac_all_correct']:.3f}, all wrong {overall['frac_all_wrong']:.3f}, mixed "
+        f"{overall['frac_mixed']:.3f}; wrote {args.docs / 'census.md'}"
+    )
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -392,11 +432,30 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--dry-run", action="store_true", help="print the plan and commands only")
     summ = sub.add_parser("summarize", parents=[common], help="write steps.csv and summary.csv")
     summ.add_argument("--docs", type=Path, default=REPO_ROOT / "docs" / "study_cpu", help="output folder")
+    census = sub.add_parser(
+        "census", help="step-0 group outcomes (all correct / all wrong / mixed) of the initial model"
+    )
+    census.add_argument("--model", type=Path, required=True, help="HF folder of SmolLM2-135M-Instruct")
+    census.add_argument("--data", type=Path, required=True, help="folder with train.parquet")
+    census.add_argument("--per-task", type=int, default=32, help="training prompts per task (data_source)")
+    census.add_argument("--k", type=int, default=4, help="responses per prompt (the study's group size)")
+    census.add_argument("--max-tokens", type=int, default=64, help="the study's max response length")
+    census.add_argument("--temperature", type=float, default=1.0, help="the study's rollout temperature")
+    census.add_argument("--seed", type=int, default=0)
+    census.add_argument(
+        "--out",
+        type=Path,
+        default=REPO_ROOT / "runs" / "study_cpu" / "census",
+        help="eval results (resumable)",
+    )
+    census.add_argument("--docs", type=Path, default=REPO_ROOT / "docs" / "study_cpu", help="census.csv/md")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "census":
+        return cmd_census(args)
     unknown = [m for m in args.methods if m not in METHODS]
     if unknown:
         raise SystemExit(f"study_cpu.py: unknown method(s) {unknown}; choose from {list(METHODS)}")

@@ -8,7 +8,8 @@
 #   DRY_RUN=1 bash scripts/study_cpu.sh          # print the plan and commands, train nothing
 #
 # Finished runs are skipped; an interrupted run resumes from its last checkpoint. At the end it
-# writes docs/study_cpu/{steps,summary}.csv and the plots (scripts/plot_run.py --study).
+# writes docs/study_cpu/{steps,summary}.csv and the plots (scripts/plot_run.py --study); before the
+# runs, `study_cpu.py census` writes docs/study_cpu/census.{csv,md} (step-0 group outcomes).
 # Environment: STEPS (4), SEEDS (0,1), METHODS (all), TRAIN_SIZE (512), VAL_SIZE (12),
 # DATA_SEED (0), COPO_CACHE (~/.cache/copo-verl), COPO_VENV (.venv).
 set -euo pipefail
@@ -51,6 +52,8 @@ if [ "${DRY_RUN:-0}" = 1 ]; then
   exec "$PY" scripts/study_cpu.py run "${ARGS[@]}" --dry-run
 fi
 status=0
+# Step-0 group outcomes of the initial model on 32 training prompts per task (resumable, ~5 min).
+"$PY" scripts/study_cpu.py census --model "$MODEL" --data "$DATA" || status=$?
 "$PY" scripts/study_cpu.py run "${ARGS[@]}" || status=$?
 "$PY" scripts/study_cpu.py summarize --seeds "$SEEDS" --methods "$METHODS"
 "$PY" scripts/plot_run.py --study docs/study_cpu/steps.csv --out docs/study_cpu

@@ -1,0 +1,104 @@
+"""Step-0 group census: how often the initial policy's groups are all-correct, all-wrong or mixed.
+
+A study step sees only a handful of prompts, so the share of zero-variance groups it logs is a
+coarse estimate. The census samples G responses for many training prompts from the initial model,
+with the trainer's rollout settings, and counts the groups per task: the mechanism COPO targets
+(all-correct and all-wrong groups give GRPO no gradient) measured before any training.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+ALL = "all"
+CENSUS_COLUMNS = (
+    "dataset",
+    "groups",
+    "k",
+    "accuracy",
+    "frac_all_correct",
+    "frac_all_wrong",
+    "frac_mixed",
+)
+
+
+def write_census_subset(train_parquet: Path, per_dataset: int, out_parquet: Path) -> pd.DataFrame:
+    """The first ``per_dataset`` rows of each ``data_source`` in ``train_parquet``, as a parquet.
+
+    Raises:
+        ValueError: when a data_source has fewer rows than asked for (the census would be
+            unbalanced across tasks without saying so).
+    """
+    if per_dataset < 1:
+        raise ValueError(f"per_dataset must be >= 1, got {per_dataset}")
+    frame = pd.read_parquet(train_parquet)
+    counts = frame["data_source"].value_counts()
+    short = {str(k): int(v) for k, v in counts.items() if v < per_dataset}
+    if short:
+        raise ValueError(
+            f"{train_parquet}: data_source(s) {short} have fewer than {per_dataset} rows; "
+            "lower --per-task or generate more training data"
+        )
+    subset = frame.groupby("data_source", sort=False).head(per_dataset).reset_index(drop=True)
+    out_parquet.parent.mkdir(parents=True, exist_ok=True)
+    subset.to_parquet(out_parquet)
+    return subset
+
+
+def _row(dataset: str, groups: list[list[bool]]) -> dict[str, Any]:
+    ks = {len(g) for g in groups}
+    n = len(groups)
+    return {
+        "dataset": dataset,
+        "groups": n,
+        "k": ks.pop() if len(ks) == 1 else "mixed",
+        "accuracy": sum(sum(g) for g in groups) / sum(len(g) for g in groups),
+        "frac_all_correct": sum(all(g) for g in groups) / n,
+        "frac_all_wrong": sum(not any(g) for g in groups) / n,
+        "frac_mixed": sum(any(g) and not all(g) for g in groups) / n,
+    }
+
+
+def census_rows(samples: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per-dataset group outcome shares from eval samples (``scripts/evaluate.py``'s samples.jsonl).
+
+    Args:
+        samples: dicts with ``dataset``, ``problem_id`` and ``correct``; the samples of one
+            (dataset, problem_id) form one group.
+
+    Returns:
+        one row per dataset (sorted by name) and a last row ``all`` over every group, each with
+        ``CENSUS_COLUMNS``.
+    """
+    groups: dict[str, dict[str, list[bool]]] = defaultdict(lambda: defaultdict(list))
+    for sample in samples:
+        groups[str(sample["dataset"])][str(sample["problem_id"])].append(bool(sample["correct"]))
+    if not groups:
+        raise ValueError("no samples: the census needs at least one scored sample")
+    rows = [_row(name, list(groups[name].values())) for name in sorted(groups)]
+    rows.append(_row(ALL, [g for name in sorted(groups) for g in groups[name].values()]))
+    return rows
+
+
+def census_markdown(rows: list[dict[str, Any]]) -> str:
+    """A markdown table of ``census_rows`` (shares in percent)."""
+    lines = [
+        "| task | groups | G | accuracy (%) | all correct (%) | all wrong (%) | mixed (%) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        name = row["dataset"].rsplit("/", 1)[-1]
+        lines.append(
+            f"| {'**all**' if name == ALL else name} | {row['groups']} | {row['k']} | "
+            + " | ".join(
+                f"{100 * row[key]:.1f}"
+                for key in ("accuracy", "frac_all_correct", "frac_all_wrong", "frac_mixed")
+            )
+            + " |"
+        )
+    return "\n".join(lines) + "\n"

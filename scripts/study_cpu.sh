@@ -10,8 +10,9 @@
 # Finished runs are skipped; an interrupted run resumes from its last checkpoint. At the end it
 # writes docs/study_cpu/{steps,summary}.csv and the plots (scripts/plot_run.py --study); before the
 # runs, `study_cpu.py census` writes docs/study_cpu/census.{csv,md} (step-0 group outcomes).
-# Environment: STEPS (4), SEEDS (0,1), METHODS (all), TRAIN_SIZE (512), VAL_SIZE (12),
-# DATA_SEED (0), COPO_CACHE (~/.cache/copo-verl), COPO_VENV (.venv).
+# Environment: STEPS (4), TEST_FREQ (STEPS: validate at step 0 and at the end), SEEDS (0,1),
+# METHODS (all), TRAIN_SIZE (512), VAL_SIZE (12), DATA_SEED (0), COPO_CACHE (~/.cache/copo-verl),
+# COPO_VENV (.venv).
 set -euo pipefail
 
 if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
@@ -47,7 +48,8 @@ if [ ! -f "$DATA/train.parquet" ] || [ ! -f "$DATA/val.parquet" ]; then
     --seed "$DATA_SEED" --out "$DATA"
 fi
 
-ARGS=(--model "$MODEL" --data "$DATA" --steps "$STEPS" --seeds "$SEEDS" --methods "$METHODS")
+ARGS=(--model "$MODEL" --data "$DATA" --steps "$STEPS" --seeds "$SEEDS" --methods "$METHODS"
+  --test-freq "${TEST_FREQ:-$STEPS}")
 if [ "${DRY_RUN:-0}" = 1 ]; then
   exec "$PY" scripts/study_cpu.py run "${ARGS[@]}" --dry-run
 fi

@@ -89,6 +89,11 @@ def base_overrides(args: argparse.Namespace, name: str) -> list[str]:
         "trainer.max_actor_ckpt_to_keep=1",
         "trainer.project_name=copo-study-cpu",
         f"trainer.experiment_name={name}",
+        # Two runs share 24 GiB: with micro-batches of 8 responses their actor updates peaked at
+        # ~6 GB each and Ray's memory monitor killed a run. 4 halves the logits memory; the
+        # gradient is the same (accumulated over the step's micro-batches).
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4",
     ]
 
 

@@ -115,6 +115,19 @@ def fmt(value: float | None, spec: str = ".3f") -> str:
     return "n/a" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, spec)
 
 
+def validation_verdict(before: float | None, after: float | None) -> str:
+    """How the printed summary reads the validation accuracy before and after training."""
+    if before is None:
+        return "no validation before training in this run (trainer.val_before_train=false)"
+    if after is None:
+        return (
+            "no validation after training (the run stopped early, or trainer.test_freq skips the last step)"
+        )
+    if after > before:
+        return "improved"
+    return "did not improve (short runs are noisy; try --steps 20)"
+
+
 def progress_line(row: dict[str, Any], total: int, step_times: list[float], label: str = "quickstart") -> str:
     """One progress line; the ETA is the mean step time so far times the steps left."""
     step = int(row["step"])
@@ -224,11 +237,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     tmp = out / "summary.json.tmp"
     tmp.write_text(json.dumps(summary, indent=2) + "\n")
     os.replace(tmp, out / "summary.json")
-    verdict = (
-        "improved"
-        if before is not None and after is not None and after > before
-        else "did not improve (short runs are noisy; try --steps 20)"
-    )
+    verdict = validation_verdict(before, after)
     print(f"[{args.label}] ---------------- summary ----------------")
     print(f"[{args.label}] {args.algo}: {len(seen)} steps in {wall / 60:.1f} min")
     print(f"[{args.label}] validation accuracy: before {fmt(before)} -> after {fmt(after)} ({verdict})")

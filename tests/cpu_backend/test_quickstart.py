@@ -82,6 +82,13 @@ def test_validation_accuracy_is_the_mean_over_sources() -> None:
     assert qs.val_accuracy({"step": 3, "critic/score/mean": 1.0}) is None
 
 
+def test_validation_verdict_names_what_is_missing() -> None:
+    assert qs.validation_verdict(0.2, 0.3) == "improved"
+    assert qs.validation_verdict(0.3, 0.3).startswith("did not improve")
+    assert qs.validation_verdict(None, 0.3).startswith("no validation before training")
+    assert qs.validation_verdict(0.2, None).startswith("no validation after training")
+
+
 def test_progress_line_and_reading_a_half_written_file(tmp_path: Path) -> None:
     path = tmp_path / "metrics.jsonl"
     rows = [

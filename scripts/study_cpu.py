@@ -424,7 +424,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", parents=[common], help="train every (method, seed) not finished yet")
     run.add_argument("--model", type=Path, required=True, help="HF folder of SmolLM2-135M-Instruct")
     run.add_argument("--data", type=Path, required=True, help="folder with train.parquet and val.parquet")
-    run.add_argument("--steps", type=int, default=4, help="training steps per run (the budget)")
+    run.add_argument("--steps", type=int, default=8, help="training steps per run (the budget)")
     run.add_argument("--batch", type=int, default=4, help="prompts per step (x 4 responses)")
     run.add_argument("--test-freq", type=int, default=4, help="validate every N steps (and at step 0)")
     run.add_argument("--save-freq", type=int, default=2, help="checkpoint every N steps (for resume)")

@@ -378,8 +378,8 @@ def cmd_census(args: argparse.Namespace, backend_factory: Any = None) -> int:
     for path in (str(REPO_ROOT), str(REPO_ROOT / "scripts")):  # the reward and eval_lib
         if path not in sys.path:
             sys.path.insert(0, path)
-    from eval_lib.backends import SamplingConfig
-    from eval_lib.group_census import census_markdown, census_rows, write_census_subset
+    from eval_lib.backends import SamplingConfig, make_backend
+    from eval_lib.group_census import CENSUS_COLUMNS, census_markdown, census_rows, write_census_subset
     from eval_lib.runner import EvalConfig, run_evaluation
 
     subset = args.out / "census.parquet"
@@ -397,11 +397,11 @@ def cmd_census(args: argparse.Namespace, backend_factory: Any = None) -> int:
         backend="hf",
         dtype="float32",
     )
-    run_evaluation(cfg, **({"backend_factory": backend_factory} if backend_factory else {}))
+    run_evaluation(cfg, backend_factory=backend_factory or make_backend)
     with open(args.out / "samples.jsonl") as f:
         rows = census_rows(json.loads(line) for line in f if line.strip())
     args.docs.mkdir(parents=True, exist_ok=True)
-    _write_csv(args.docs / "census.csv", rows, list(rows[0]))
+    _write_csv(args.docs / "census.csv", rows, list(CENSUS_COLUMNS))
     (args.docs / "census.md").write_text(census_markdown(rows))
     overall = rows[-1]
     print(
@@ -421,9 +421,12 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--runs", type=Path, default=REPO_ROOT / "runs" / "study_cpu", help="run folders")
     common.add_argument("--methods", type=lambda s: s.split(","), default=list(METHODS))
     common.add_argument("--seeds", type=lambda s: [int(x) for x in s.split(",")], default=[0, 1])
-    run = sub.add_parser("run", parents=[common], help="train every (method, seed) not finished yet")
-    run.add_argument("--model", type=Path, required=True, help="HF folder of SmolLM2-135M-Instruct")
-    run.add_argument("--data", type=Path, required=True, help="folder with train.parquet and val.parquet")
+    inputs = argparse.ArgumentParser(add_help=False)  # what `run` trains and `census` samples
+    inputs.add_argument("--model", type=Path, required=True, help="HF folder of SmolLM2-135M-Instruct")
+    inputs.add_argument(
+        "--data", type=Path, required=True, help="folder with train.parquet (and val.parquet for `run`)"
+    )
+    run = sub.add_parser("run", parents=[common, inputs], help="train every (method, seed) not finished yet")
     run.add_argument("--steps", type=int, default=8, help="training steps per run (the budget)")
     run.add_argument("--batch", type=int, default=4, help="prompts per step (x 4 responses)")
     run.add_argument("--test-freq", type=int, default=4, help="validate every N steps (and at step 0)")
@@ -438,10 +441,10 @@ def build_parser() -> argparse.ArgumentParser:
     summ = sub.add_parser("summarize", parents=[common], help="write steps.csv and summary.csv")
     summ.add_argument("--docs", type=Path, default=REPO_ROOT / "docs" / "study_cpu", help="output folder")
     census = sub.add_parser(
-        "census", help="step-0 group outcomes (all correct / all wrong / mixed) of the initial model"
+        "census",
+        parents=[inputs],
+        help="step-0 group outcomes (all correct / all wrong / mixed) of the initial model",
     )
-    census.add_argument("--model", type=Path, required=True, help="HF folder of SmolLM2-135M-Instruct")
-    census.add_argument("--data", type=Path, required=True, help="folder with train.parquet")
     census.add_argument("--per-task", type=int, default=32, help="training prompts per task (data_source)")
     census.add_argument("--k", type=int, default=4, help="responses per prompt (the study's group size)")
     census.add_argument("--max-tokens", type=int, default=64, help="the study's max response length")

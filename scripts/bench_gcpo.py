@@ -16,16 +16,12 @@ import argparse
 import os
 import random
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
-
-from copo_core.gcpo import compute_gcpo_advantages  # noqa: E402
-from recipe.copo.embedders import make_embedder  # noqa: E402
+from copo_core.gcpo import compute_gcpo_advantages
+from recipe.copo.embedders import make_embedder
 
 EXACT_G = 8
 MONTE_CARLO_G = 16

@@ -1,4 +1,4 @@
-"""Benchmark recipe/copo/reward.py: scoring throughput and hostile-input timings. Prints numbers, asserts nothing.
+"""Benchmark recipe/reward/__init__.py: scoring throughput and hostile-input timings. Prints numbers, asserts nothing.
 
     OMP_NUM_THREADS=1 .venv/bin/python scripts/bench_reward.py --n 2000 --procs 2
 
@@ -18,13 +18,9 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from recipe.copo import reward  # noqa: E402
+from recipe import reward
 
 FILLER = "Let me work through this carefully. We simplify each term and combine the results. " * 24
 

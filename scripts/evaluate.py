@@ -20,20 +20,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
-from pathlib import Path
 
-_SCRIPTS = Path(__file__).resolve().parent
-# eval_lib lives next to this file; verl 0.9.1 installs a top-level `scripts` package, so it is
-# imported as `eval_lib`, and the repository root is added for the reward (recipe.copo.reward).
-for _p in (str(_SCRIPTS), str(_SCRIPTS.parent)):
-    if _p not in sys.path:
-        sys.path.insert(0, _p)
-
-from eval_lib.backends import BACKENDS, SamplingConfig  # noqa: E402
-from eval_lib.datasets import parse_k_overrides  # noqa: E402
-from eval_lib.runner import EvalConfig, EvalStats, run_evaluation  # noqa: E402
-from eval_lib.scoring import DEFAULT_REWARD  # noqa: E402
+from recipe.evaluation.backends import BACKENDS, SamplingConfig
+from recipe.evaluation.datasets import parse_k_overrides
+from recipe.evaluation.runner import EvalConfig, EvalStats, run_evaluation
+from recipe.evaluation.scoring import DEFAULT_REWARD
 
 
 def build_parser() -> argparse.ArgumentParser:

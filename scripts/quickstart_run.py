@@ -25,17 +25,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+from recipe.tracking import names
+from recipe.tracking.jsonl import read_metrics_jsonl, val_accuracy
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
-# Keys of verl's metrics (verl/trainer/ppo/metric_utils.py) and of the COPO trainer.
-# The math verifier's score is 1/0, so the mean score is the accuracy; the reward is what
-# the advantage sees (the same unless a KL penalty is added to it).
-SCORE_KEY = "critic/score/mean"
-REWARD_KEY = "critic/rewards/mean"
-STEP_TIME_KEY = "timing_s/step"
+SCORE_KEY = names.SCORE_MEAN
+REWARD_KEY = names.REWARD_MEAN
+STEP_TIME_KEY = names.STEP_TIME
 # COPO's consistency entropy of the groups' answers (bits); verl's token entropy for other algos.
-ENTROPY_KEYS = (("copo/entropy_mean", "answer-entropy"), ("actor/entropy", "token-entropy"))
-ZERO_VAR_KEYS = ("copo/frac_groups_zero_variance", "signal/frac_groups_zero_variance")
+ENTROPY_KEYS = ((names.COPO_ENTROPY_MEAN, "answer-entropy"), (names.TOKEN_ENTROPY, "token-entropy"))
+ZERO_VAR_KEYS = (names.SIGNAL_FRAC_ZERO_VARIANCE,)
 
 
 def build_overrides(args: argparse.Namespace, extra: list[str]) -> list[str]:
@@ -95,17 +95,6 @@ def _first(row: dict[str, Any], keys: tuple[str, ...]) -> float | None:
     return None
 
 
-def _prefixed_mean(row: dict[str, Any], prefix: str, contains: str) -> float | None:
-    vals = [float(v) for k, v in row.items() if k.startswith(prefix) and contains in k and v is not None]
-    return sum(vals) / len(vals) if vals else None
-
-
-def val_accuracy(row: dict[str, Any]) -> float | None:
-    """Mean over data sources of verl's validation accuracy (``val-core/<source>/acc/mean@1``)."""
-    acc = _prefixed_mean(row, "val-core/", "/acc/mean")
-    return acc if acc is not None else _prefixed_mean(row, "val-core/", "/reward/mean")
-
-
 def zero_variance_fraction(row: dict[str, Any]) -> float | None:
     """Share of groups whose rewards are all equal (logged by recipe/copo/trainer.py for every estimator)."""
     return _first(row, ZERO_VAR_KEYS)
@@ -141,18 +130,6 @@ def progress_line(row: dict[str, Any], total: int, step_times: list[float], labe
         f"  acc {fmt(row.get(SCORE_KEY))}  zero-var {fmt(zero_variance_fraction(row), '.2f')}"
         f"  {entropy_name} {fmt(entropy)}  step {fmt(step_time, '.1f')}s  ETA {fmt(eta, '.0f')}s"
     )
-
-
-def read_rows(path: Path) -> list[dict[str, Any]]:
-    if not path.is_file():
-        return []
-    rows = []
-    for line in path.read_text().splitlines():
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:  # a line being written right now
-            break
-    return rows
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
@@ -195,7 +172,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         try:
             while True:
                 done = proc.poll() is not None
-                for row in read_rows(metrics):
+                for row in read_metrics_jsonl(metrics):
                     step = int(row.get("step", -1))
                     acc = val_accuracy(row)
                     if acc is not None and step <= 0 and before is None:

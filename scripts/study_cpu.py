@@ -33,6 +33,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from recipe.tracking import names
+from recipe.tracking.jsonl import read_metrics_jsonl, val_accuracy
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 RUN_SCRIPT = REPO_ROOT / "scripts" / "quickstart_run.py"
 
@@ -60,16 +63,15 @@ TASKS = "basic_arithmetic@easy,chain_sum@easy,basic_arithmetic@hard,chain_sum@ha
 
 # metrics.jsonl keys (verl's and recipe/copo/trainer.py's) copied into steps.csv
 STEP_COLUMNS = {
-    "train_acc": "critic/score/mean",
-    "response_length": "response_length/mean",
-    "frac_nonzero_adv": "signal/frac_nonzero_adv",
-    "frac_groups_all_correct": "signal/frac_groups_all_correct",
-    "frac_groups_all_wrong": "signal/frac_groups_all_wrong",
-    "frac_groups_zero_variance": "signal/frac_groups_zero_variance",
-    "num_responses": "signal/num_responses",
-    "step_time_s": "timing_s/step",
+    "train_acc": names.SCORE_MEAN,
+    "response_length": names.RESPONSE_LENGTH_MEAN,
+    "frac_nonzero_adv": names.SIGNAL_FRAC_NONZERO_ADV,
+    "frac_groups_all_correct": names.SIGNAL_FRAC_ALL_CORRECT,
+    "frac_groups_all_wrong": names.SIGNAL_FRAC_ALL_WRONG,
+    "frac_groups_zero_variance": names.SIGNAL_FRAC_ZERO_VARIANCE,
+    "num_responses": names.SIGNAL_NUM_RESPONSES,
+    "step_time_s": names.STEP_TIME,
 }
-EVICTED_KEYS = ("training/filter_groups/evicted_samples", "training/filter_groups/discarded_surplus_samples")
 
 
 def run_name(method: str, seed: int) -> str:
@@ -200,22 +202,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- summaries
 
 
-def _val_accuracy(row: dict[str, Any]) -> float | None:
-    """Mean over data sources of ``val-core/<source>/acc/mean@k``."""
-    vals = [float(v) for k, v in row.items() if k.startswith("val-core/") and "/acc/mean@" in k]
-    return sum(vals) / len(vals) if vals else None
-
-
 def step_rows(run_dir: Path, method: str, seed: int) -> list[dict[str, Any]]:
     """One dict per logged step of a run (step 0 = validation before training)."""
     rows: dict[int, dict[str, Any]] = {}
-    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
-        if not line.strip():
-            continue
-        metrics = json.loads(line)
+    for metrics in read_metrics_jsonl(run_dir / "metrics.jsonl"):
         step = int(metrics["step"])
         row = rows.setdefault(step, {"run": run_dir.name, "method": method, "seed": seed, "step": step})
-        acc = _val_accuracy(metrics)
+        acc = val_accuracy(metrics)
         if acc is not None:
             row["val_acc"] = acc
         for column, key in STEP_COLUMNS.items():
@@ -224,9 +217,9 @@ def step_rows(run_dir: Path, method: str, seed: int) -> list[dict[str, Any]]:
         if "num_responses" in row:
             n = row["num_responses"]
             # DAPO: every evicted (or surplus) group was generated too, then thrown away.
-            groups = float(metrics.get("signal/num_groups", 0.0))
+            groups = float(metrics.get(names.SIGNAL_NUM_GROUPS, 0.0))
             per_group = n / groups if groups else 0.0
-            extra_groups = sum(float(metrics.get(k, 0.0) or 0.0) for k in EVICTED_KEYS)
+            extra_groups = sum(float(metrics.get(k, 0.0) or 0.0) for k in names.FILTER_GROUPS_DISCARDED)
             row["generated_samples"] = n + extra_groups * per_group
             row["useful_samples"] = row["frac_nonzero_adv"] * n
     out = [rows[s] for s in sorted(rows)]
@@ -375,12 +368,9 @@ def cmd_summarize(args: argparse.Namespace) -> int:
 
 def cmd_census(args: argparse.Namespace, backend_factory: Any = None) -> int:
     """Sample G responses per training prompt from the initial model and count group outcomes."""
-    for path in (str(REPO_ROOT), str(REPO_ROOT / "scripts")):  # the reward and eval_lib
-        if path not in sys.path:
-            sys.path.insert(0, path)
-    from eval_lib.backends import SamplingConfig, make_backend
-    from eval_lib.group_census import CENSUS_COLUMNS, census_markdown, census_rows, write_census_subset
-    from eval_lib.runner import EvalConfig, run_evaluation
+    from recipe.evaluation.backends import SamplingConfig, make_backend
+    from recipe.evaluation.runner import EvalConfig, run_evaluation
+    from recipe.study.census import CENSUS_COLUMNS, census_markdown, census_rows, write_census_subset
 
     subset = args.out / "census.parquet"
     problems = write_census_subset(args.data / "train.parquet", args.per_task, subset)

@@ -30,13 +30,14 @@ from verl.trainer.ppo.v1.trainer_base import PPOTrainer, get_trainer_cls
 from copo_core import compute_copo_advantages, copo_batch_metrics, signal_budget_metrics
 from recipe.copo.actor_loss import GLOBAL_ADV, LOCAL_ADV, LOCAL_WEIGHT, copo_ppo_loss
 from recipe.copo.registry import COPO_DEFAULTS
+from recipe.tracking import names
 
 logger = logging.getLogger(__name__)
 
 MISSING_PRED_MESSAGE = (
     "algorithm.copo.entropy_source=answer needs each response's extracted final answer, but the reward "
     "extra info has no 'pred' key. The reward function (reward.custom_reward_function, default "
-    "pkg://recipe.copo.reward compute_score) must return a dict such as {{'score': float, 'acc': bool, "
+    "pkg://recipe.reward compute_score) must return a dict such as {{'score': float, 'acc': bool, "
     "'pred': str}}; verl passes every key but 'score' to the trainer as reward extra info. Either return "
     "'pred' from your reward function or set algorithm.copo.entropy_source=reward (classes = distinct "
     "reward values). {detail}"
@@ -134,7 +135,7 @@ def copo_response_fields(
         "local_weight": weight,
         "blended": weight * local_adv + (1.0 - weight) * adv.global_adv,
     }
-    metrics = {f"copo/{key}": float(value) for key, value in copo_batch_metrics(adv, scores, index).items()}
+    metrics = names.prefixed(names.COPO_PREFIX, copo_batch_metrics(adv, scores, index))
     return fields, metrics
 
 
@@ -214,9 +215,7 @@ def compute_step_fields(
         if gcpo_fn is None:
             raise ValueError("GCPO's advantage was requested but no gcpo_fn was given")
         gcpo_adv, gcpo_metrics = gcpo_fn(sub)
-        metrics.update(
-            {(k if k.startswith("gcpo/") else f"gcpo/{k}"): float(v) for k, v in gcpo_metrics.items()}
-        )
+        metrics.update(names.prefixed(names.GCPO_PREFIX, gcpo_metrics))
     if estimator == "gcpo":
         advantages = _scatter_to_tokens(gcpo_adv, row_to_final, mask)
         return {"advantages": advantages, "returns": advantages.clone()}, metrics
@@ -282,7 +281,7 @@ class CopoTrainerMixin:
 
     @logger.setter
     def logger(self, tracking: Any) -> None:
-        from recipe.copo.jsonl_metrics import JsonlTeeTracking, metrics_jsonl_path
+        from recipe.tracking.jsonl import JsonlTeeTracking, metrics_jsonl_path
 
         path = metrics_jsonl_path(self.config)
         if path and tracking is not None and not isinstance(tracking, JsonlTeeTracking):
@@ -321,7 +320,7 @@ class CopoTrainerMixin:
             padded["rm_scores"][rows].float().sum(dim=-1),
             uids[keep],
         )
-        return {f"signal/{key}": value for key, value in stats.items()}
+        return names.prefixed(names.SIGNAL_PREFIX, stats)
 
     def _compute_copo_advantage(self, batch: Any, metrics: dict, estimator: str) -> Any:
         import transfer_queue as tq

@@ -20,7 +20,6 @@ the driver, and sets the environment that makes every Ray worker install them to
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -144,8 +143,6 @@ def activate(config: DictConfig | None = None) -> DictConfig | None:
         del os.environ["CUDA_VISIBLE_DEVICES"]
     env = _worker_env()
     os.environ.update(env)
-    if PROJECT_ROOT not in sys.path:
-        sys.path.insert(0, PROJECT_ROOT)
     install()
     _select_cpu_platform()
     if config is None:

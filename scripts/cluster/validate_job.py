@@ -138,8 +138,6 @@ def validate_run_script(
 
     Returns (the parsed trainer call, the composed config).
     """
-    if str(REPO_ROOT) not in sys.path:
-        sys.path.insert(0, str(REPO_ROOT))
     from recipe.copo.config_check import compose_and_validate
 
     call = parse_trainer_command(dry_run_command(run_script, args, cwd=cwd, env=env))

@@ -20,7 +20,7 @@ from copo_core import LOSS_AGG_MODES, agg_loss, compute_copo_advantages, copo_po
 from tests.copo_core.strategies import Batch, batches
 
 os.environ.setdefault("VERL_FORCE_DEVICE", "cpu")  # verl's group helpers pick CUDA when present
-from verl.trainer.ppo import core_algos  # noqa: E402
+from verl.trainer.ppo import core_algos
 
 
 def _verl_inputs(batch: Batch) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:

@@ -14,8 +14,9 @@ import pytest
 from data_prep import cli, io
 from data_prep.converters import SPECS
 from data_prep.schema import INSTRUCTION
+from tests.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO
 FIX = ROOT / "tests" / "fixtures" / "data_prep"
 
 SOURCES = {

@@ -9,7 +9,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from tests.paths import REPO
+
+REPO_ROOT = REPO
 PARITY_REWARD = Path(__file__).with_name("parity_reward.py")
 
 

@@ -24,7 +24,9 @@ from types import ModuleType
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.paths import REPO
+
+ROOT = REPO
 CLUSTER = ROOT / "scripts" / "cluster"
 
 

@@ -17,7 +17,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.paths import REPO
+
+ROOT = REPO
 GPU = ROOT / "docker" / "Dockerfile"
 CPU = ROOT / "docker" / "Dockerfile.cpu"
 DOCKERFILES = [GPU, CPU]

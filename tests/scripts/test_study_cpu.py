@@ -8,15 +8,12 @@ import importlib.util
 import json
 import statistics
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "scripts"))  # eval_lib and plot_run (see scripts/evaluate.py)
-
-import plot_run  # noqa: E402
+from recipe.tracking import plots as plot_run
+from tests.paths import REPO
 
 
 def _load(name: str):
@@ -195,7 +192,7 @@ def test_summaries_against_hand_computed_values(tmp_path: Path) -> None:
 
 
 def test_study_curves_align_seeds_by_step() -> None:
-    from eval_lib.study_plots import curves, mean_and_band
+    from recipe.study.plots import curves, mean_and_band
 
     def row(seed: str, step: int, wall: float, gen: str, useful: str) -> dict[str, str]:
         return {"method": "m", "seed": seed, "step": str(step), "train_wall_s": str(wall),

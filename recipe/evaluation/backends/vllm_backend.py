@@ -1,0 +1,224 @@
+"""vLLM backend: one engine per visible GPU (data parallel), fed prompt chunks on demand.
+
+Each GPU gets a spawned worker process that pins ``CUDA_VISIBLE_DEVICES`` to its GPU *before*
+importing vLLM, loads the checkpoint once, and then serves chunks of prompts until the backend is
+closed; the parent hands the next chunk to whichever worker finishes first, so a slow shard
+never idles the other GPUs. vLLM is imported only inside the workers: this module imports on
+machines without vLLM, and the plumbing is tested with ``EchoEngine`` in place of vLLM.
+
+Seeds: prompt j of a dataset samples with seed ``sampling.seed + j``, so results do not depend
+on the number of GPUs or on how prompts were chunked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import multiprocessing as mp
+import os
+import traceback
+from collections.abc import Sequence
+from multiprocessing.connection import Connection, wait
+
+from .base import Backend, Completion, Messages, ProgressFn, SamplingConfig, render_prompt
+
+DEFAULT_ENGINE = "recipe.evaluation.backends.vllm_backend:VLLMEngine"
+
+
+def vllm_available() -> bool:
+    """True when the ``vllm`` package can be imported (checked without importing it)."""
+    return importlib.util.find_spec("vllm") is not None
+
+
+def visible_gpu_ids() -> list[str]:
+    """GPU ids this process may use: ``CUDA_VISIBLE_DEVICES`` when set, else every CUDA device."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None:
+        return [g.strip() for g in env.split(",") if g.strip() and g.strip() != "-1"]
+    try:
+        import torch
+
+        return [str(i) for i in range(torch.cuda.device_count())]
+    except ImportError:
+        return []
+
+
+def plan_chunks(n_prompts: int, n_workers: int, chunk_size: int | None = None) -> list[tuple[int, int]]:
+    """Split prompt indices [0, n_prompts) into contiguous ``(start, stop)`` chunks.
+
+    By default about four chunks per worker: big enough for vLLM's batching, small enough to
+    balance uneven response lengths and to give progress updates.
+    """
+    if n_workers < 1:
+        raise ValueError(f"n_workers must be >= 1, got {n_workers}")
+    if n_prompts == 0:
+        return []
+    if chunk_size is None:
+        chunk_size = -(-n_prompts // (4 * n_workers))
+    chunk_size = max(1, chunk_size)
+    return [(s, min(s + chunk_size, n_prompts)) for s in range(0, n_prompts, chunk_size)]
+
+
+def sampling_kwargs(n: int, sampling: SamplingConfig) -> dict:
+    """Keyword arguments of ``vllm.SamplingParams`` (seed added per prompt by the engine)."""
+    return {
+        "n": n,
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p,
+        "max_tokens": sampling.max_tokens,
+    }
+
+
+def _load_engine(spec: str, model_path: str, engine_kwargs: dict):
+    module_name, _, attr = spec.partition(":")
+    return getattr(importlib.import_module(module_name), attr)(model_path, **engine_kwargs)
+
+
+class VLLMEngine:
+    """One ``vllm.LLM`` on the worker's GPU."""
+
+    def __init__(
+        self, model_path: str, *, gpu_memory_utilization: float = 0.9, max_model_len: int | None = None
+    ):
+        from vllm import LLM
+
+        self.llm = LLM(
+            model=model_path,
+            tensor_parallel_size=1,
+            gpu_memory_utilization=gpu_memory_utilization,
+            max_model_len=max_model_len,
+        )
+
+    def generate(self, texts: list[str], seeds: list[int], kwargs: dict) -> list[list[tuple[str, int]]]:
+        from vllm import SamplingParams
+
+        params = [SamplingParams(seed=seed, **kwargs) for seed in seeds]
+        outputs = self.llm.generate(texts, params, use_tqdm=False)
+        return [[(o.text, len(o.token_ids)) for o in out.outputs] for out in outputs]
+
+
+class EchoEngine:
+    """Stand-in engine without a GPU: returns ``"<seed>:<sample>:<last 8 prompt chars>"`` and
+    the text's length as its token count. Used to test the data-parallel plumbing."""
+
+    def __init__(self, model_path: str, **_: object):
+        self.model_path = model_path
+
+    def generate(self, texts: list[str], seeds: list[int], kwargs: dict) -> list[list[tuple[str, int]]]:
+        results = []
+        for text, seed in zip(texts, seeds, strict=True):
+            samples = [f"{seed}:{i}:{text[-8:]}" for i in range(kwargs["n"])]
+            results.append([(s, len(s)) for s in samples])
+        return results
+
+
+def _serve(gpu_id: str, model_path: str, engine: str, engine_kwargs: dict, conn: Connection) -> None:
+    """Worker loop: load once, then answer ``(texts, seeds, kwargs)`` until ``None`` arrives."""
+    os.environ["CUDA_VISIBLE_DEVICES"] = gpu_id  # before vLLM/torch initialise CUDA
+    try:
+        llm = _load_engine(engine, model_path, engine_kwargs)
+        conn.send(("ready", None))
+    except Exception:
+        conn.send(("error", traceback.format_exc()))
+        return
+    while True:
+        message = conn.recv()
+        if message is None:
+            return
+        texts, seeds, kwargs = message
+        try:
+            conn.send(("ok", llm.generate(texts, seeds, kwargs)))
+        except Exception:
+            conn.send(("error", traceback.format_exc()))
+
+
+class VLLMBackend(Backend):
+    """Data-parallel sampling over the visible GPUs, one engine process per GPU."""
+
+    name = "vllm"
+
+    def __init__(
+        self,
+        model_path: str,
+        *,
+        gpu_ids: Sequence[str] | None = None,
+        engine: str = DEFAULT_ENGINE,
+        engine_kwargs: dict | None = None,
+        chunk_size: int | None = None,
+    ):
+        from transformers import AutoTokenizer
+
+        gpu_ids = list(gpu_ids) if gpu_ids is not None else visible_gpu_ids()
+        if not gpu_ids:
+            raise RuntimeError("--backend vllm needs at least one visible GPU; use --backend hf on CPU")
+        if engine == DEFAULT_ENGINE and not vllm_available():
+            raise RuntimeError(
+                "--backend vllm: vllm is not installed (pip install -e '.[gpu]'), or use --backend hf"
+            )
+        self.tokenizer = AutoTokenizer.from_pretrained(model_path)
+        self.chunk_size = chunk_size
+        ctx = mp.get_context("spawn")  # CUDA cannot be re-initialised in a forked child
+        self._workers: list[tuple[mp.process.BaseProcess, Connection]] = []
+        for gpu in gpu_ids:
+            parent, child = ctx.Pipe()
+            proc = ctx.Process(
+                target=_serve, args=(gpu, model_path, engine, engine_kwargs or {}, child), daemon=True
+            )
+            proc.start()
+            child.close()
+            self._workers.append((proc, parent))
+        for gpu, (_, conn) in zip(gpu_ids, self._workers, strict=True):
+            status, payload = conn.recv()
+            if status != "ready":
+                self.close()
+                raise RuntimeError(f"vLLM engine on GPU {gpu} failed to load {model_path}:\n{payload}")
+
+    @property
+    def num_workers(self) -> int:
+        return len(self._workers)
+
+    def generate(
+        self,
+        prompts: Sequence[Messages],
+        n: int,
+        sampling: SamplingConfig,
+        on_progress: ProgressFn | None = None,
+    ) -> list[list[Completion]]:
+        texts = [render_prompt(self.tokenizer, m) for m in prompts]
+        kwargs = sampling_kwargs(n, sampling)
+        pending = plan_chunks(len(texts), self.num_workers, self.chunk_size)[::-1]
+        results: list[list[Completion] | None] = [None] * len(texts)
+        busy: dict[Connection, tuple[int, int]] = {}
+
+        def submit(conn: Connection) -> None:
+            start, stop = pending.pop()
+            seeds = [sampling.seed + j for j in range(start, stop)]
+            conn.send((texts[start:stop], seeds, kwargs))
+            busy[conn] = (start, stop)
+
+        for _, conn in self._workers:
+            if pending:
+                submit(conn)
+        while busy:
+            for conn in wait(list(busy)):
+                start, stop = busy.pop(conn)
+                status, payload = conn.recv()
+                if status != "ok":
+                    raise RuntimeError(f"vLLM worker failed on prompts {start}..{stop - 1}:\n{payload}")
+                for j, samples in zip(range(start, stop), payload, strict=True):
+                    results[j] = [Completion(text=t, num_tokens=c) for t, c in samples]
+                if on_progress is not None:
+                    on_progress((stop - start) * n)
+                if pending:
+                    submit(conn)
+        return results  # type: ignore[return-value]
+
+    def close(self) -> None:
+        for proc, conn in self._workers:
+            with contextlib.suppress(BrokenPipeError, OSError):  # the worker may already be gone
+                conn.send(None)
+            proc.join(timeout=30)
+            if proc.is_alive():
+                proc.terminate()
+        self._workers = []

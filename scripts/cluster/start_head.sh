@@ -8,7 +8,8 @@
 # values already set in the environment win; template: scripts/cluster/cluster.env.example):
 #   GPUS_PER_NODE    GPUs Ray may use on this node             [detected with nvidia-smi]
 #   NUM_CPUS         CPUs Ray may use on this node             [Ray's detection]
-#   NODE_IP          address the other nodes reach this one at [first address of `hostname -I`]
+#   NODE_IP          address the other nodes reach this one at [detected, never loopback:
+#                    NODE_IFNAME / GLOO_SOCKET_IFNAME's address, the default route's, `hostname -I`]
 #   RAY_PORT         GCS port workers connect to               [6379]
 #   DASHBOARD_PORT   dashboard and job-submission port         [8265]
 #   RAY_CLIENT_PORT  Ray client server port                    [10001]

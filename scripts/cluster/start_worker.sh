@@ -17,6 +17,7 @@
 #   WAIT_FOR_HEAD_S  seconds to wait for the head's port to answer [300]
 #   RAY_START_ATTEMPTS  tries of `ray start` (a loaded node can miss Ray's 30 s startup wait) [3]
 #   SKIP_ENV_CHECK   1 skips the verl-version check            [0]
+#   REQUIRE_CUDA     0: the GPUs are Ray resources only, CUDA need not see them (CPU rehearsal) [1]
 #   BLOCK            1 keeps this script in the foreground until Ray exits (Slurm/srun steps,
 #                    containers); 0 returns once Ray is up           [0]
 #   DRY_RUN          1 prints the `ray start` command and exits [0]

@@ -18,7 +18,8 @@
 #   RAY_ADDRESS     job-submission address of the head      [http://127.0.0.1:8265]
 #   CONFIG          config name (--config)                  [copo_qwen2.5_7b]
 #   MODEL_PATH DATA_DIR CKPT_DIR NNODES GPUS_PER_NODE   forwarded to the job when set (see the config)
-#   PYTHON          interpreter the job runs on the cluster [python3]
+#   PYTHON          interpreter with the project, here (validation) and for the job [python3]
+#   JOB_PYTHON      the job's interpreter on the cluster, when it differs from PYTHON [PYTHON]
 #   RUNTIME_ENV     Ray runtime_env YAML                    [recipe/copo/runtime_env.yaml]
 #   WORKING_DIR     directory uploaded as the job's cwd     [repository root]
 #   SUBMISSION_ID   Ray submission id                       [copo-<UTC timestamp>]
@@ -57,7 +58,7 @@ RAY_ADDRESS=${RAY_ADDRESS:-http://127.0.0.1:8265}
 WORKING_DIR=${WORKING_DIR:-$COPO_ROOT}
 CONFIG=${CONFIG:-copo_qwen2.5_7b}
 RUNTIME_ENV=${RUNTIME_ENV:-$COPO_ROOT/recipe/copo/runtime_env.yaml}
-JOB_PYTHON=${PYTHON:-python3}
+JOB_PYTHON=${JOB_PYTHON:-${PYTHON:-python3}}
 SUBMISSION_ID=${SUBMISSION_ID:-copo-$(date -u +%Y%m%d-%H%M%S)}
 for v in NNODES GPUS_PER_NODE; do [ -z "${!v+x}" ] || require_int "$v" "${!v}"; done
 

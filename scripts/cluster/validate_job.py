@@ -224,7 +224,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         runtime_env = job_runtime_env(args.runtime_env, env_vars) if args.runtime_env else None
         if not args.no_check:
-            call, config, read = compose_job(entrypoint, env_vars)
+            # stdout carries only the runtime env JSON: verl's own messages go to stderr
+            with contextlib.redirect_stdout(sys.stderr):
+                call, config, read = compose_job(entrypoint, env_vars)
             print(_report(call, config, read), file=sys.stderr)
     except Exception as err:  # one clear line and a non-zero exit, whatever failed
         print(f"[validate_job] FAILED: {type(err).__name__}: {err}", file=sys.stderr)

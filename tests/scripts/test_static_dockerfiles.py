@@ -73,7 +73,7 @@ def setup_extras() -> dict[str, list[str]]:
     """The CPU and GPU lists from setup.py, read without running setup()."""
     source = (ROOT / "setup.py").read_text()
     source = source.split("\nsetup(", 1)[0]  # definitions only
-    namespace: dict = {}
+    namespace: dict = {"__file__": str(ROOT / "setup.py")}
     exec(compile(source, "setup.py", "exec"), namespace)  # setup.py is this repo's own file
     return {"cpu": namespace["CPU"], "gpu": namespace["GPU"], "verl": namespace["VERL"]}
 

@@ -343,3 +343,26 @@ def test_gcpo_estimator_needs_vanilla_loss() -> None:
             "algorithm.adv_estimator=gcpo",
             "actor_rollout_ref.actor.policy_loss.loss_mode=copo",
         )
+
+
+# --- cluster-path decisions the configs make (README "Run on a GPU cluster", docs/REPRODUCE.md) --------
+
+GPU_CONFIGS = [p.name[len("run_") : -len(".sh")] for p in sorted(RECIPE.glob("run_*_qwen2.5_*.sh"))]
+
+
+@pytest.mark.parametrize("config_name", GPU_CONFIGS)
+def test_gpu_runs_use_fsdp2_save_where_they_validate_and_keep_few_checkpoints(config_name: str) -> None:
+    c = compose_and_validate([], config_name=config_name)
+    # FSDP2 for actor and reference, as the docs say (and as the CPU end-to-end tests run)
+    assert c.actor_rollout_ref.actor.strategy == "fsdp2" and c.actor_rollout_ref.ref.strategy == "fsdp2"
+    # ~90 GB per 7B checkpoint: keep 2, saved at the validated steps
+    assert c.trainer.max_actor_ckpt_to_keep == 2
+    assert c.trainer.save_freq == c.trainer.test_freq == 10 and c.trainer.val_before_train
+    assert c.trainer.default_local_dir.startswith(PATHS["CKPT_DIR"] + "/")
+
+
+def test_docs_and_configs_agree_on_the_engine() -> None:
+    for doc in (REPO / "README.md", REPO / "docs" / "REPRODUCE.md"):
+        text = doc.read_text()
+        assert "FSDP2" in text and "fsdp2" in text, doc
+        assert "FSDP1" not in text, f"{doc} names FSDP1, which no shipped GPU config runs"

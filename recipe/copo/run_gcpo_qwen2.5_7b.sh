@@ -5,6 +5,7 @@
 #
 #   bash recipe/copo/run_gcpo_qwen2.5_7b.sh [hydra overrides...]      # overrides win over the config
 #   DRY_RUN=1 bash recipe/copo/run_gcpo_qwen2.5_7b.sh ...             # print the command, run nothing
+#   bash recipe/copo/run_gcpo_qwen2.5_7b.sh --help                # this text
 #
 # Env: DATA_DIR and CKPT_DIR (required; on storage every node sees), MODEL_PATH, NNODES [1],
 # GPUS_PER_NODE [8], PYTHON [python3]. Several nodes: scripts/cluster/submit.sh --config gcpo_qwen2.5_7b

@@ -4,6 +4,7 @@
 #
 #   bash recipe/copo/run_grpo_qwen2.5_3b.sh [hydra overrides...]      # overrides win over the config
 #   DRY_RUN=1 bash recipe/copo/run_grpo_qwen2.5_3b.sh ...             # print the command, run nothing
+#   bash recipe/copo/run_grpo_qwen2.5_3b.sh --help                # this text
 #
 # Env: DATA_DIR and CKPT_DIR (required; on storage every node sees), MODEL_PATH, NNODES [1],
 # GPUS_PER_NODE [8], PYTHON [python3]. Several nodes: scripts/cluster/submit.sh --config grpo_qwen2.5_3b

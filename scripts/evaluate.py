@@ -13,18 +13,23 @@ Examples::
 
 Outputs in ``--out``: samples.jsonl (every sample), summary.csv and summary.md (one row per
 checkpoint x dataset). Rerunning with the same ``--out`` skips finished pairs; a crash loses at
-most the pair in flight.
+most the pair in flight. SIGTERM / SIGINT / SIGHUP (``timeout``, Slurm, ``docker stop``, Ctrl-C)
+stop every process the evaluation started (vLLM workers, the checkpoint merger) and exit with
+128 + the signal; finished pairs stay on disk for the rerun.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 
+from recipe.evaluation import children
 from recipe.evaluation.backends import BACKENDS, SamplingConfig
 from recipe.evaluation.datasets import parse_k_overrides
 from recipe.evaluation.runner import EvalConfig, EvalStats, run_evaluation
 from recipe.evaluation.scoring import DEFAULT_REWARD
+from recipe.proc import Stopped, stop_signals_forwarded
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -68,6 +73,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--dtype", default="auto", help="hf backend weights dtype: auto, float32, bfloat16")
     parser.add_argument("--reward", default=DEFAULT_REWARD, help="batch reward function as module:function")
     parser.add_argument("--overwrite", action="store_true", help="redo pairs already complete in --out")
+    parser.add_argument(
+        "--vllm-engine",
+        default=None,
+        metavar="MODULE:CLASS",
+        help="engine each vLLM worker loads in place of vllm.LLM (default: vLLM); a stand-in lets the "
+        "data-parallel plumbing run without a GPU",
+    )
     return parser
 
 
@@ -89,10 +101,16 @@ def main(argv: list[str] | None = None) -> EvalStats:
             dtype=args.dtype,
             reward=args.reward,
             overwrite=args.overwrite,
+            vllm_engine=args.vllm_engine,
         )
-        return run_evaluation(cfg)
+        # A stop signal stops every child group (children.CHILDREN) and raises Stopped here.
+        with stop_signals_forwarded(children.CHILDREN):
+            return run_evaluation(cfg)
     except (ValueError, FileNotFoundError) as err:
         raise SystemExit(f"evaluate.py: error: {err}") from err
+    except Stopped as stop:
+        print(f"evaluate.py: {stop}; finished pairs are kept in {args.out}", file=sys.stderr)
+        raise SystemExit(stop.exit_code) from None
 
 
 if __name__ == "__main__":

@@ -5,8 +5,9 @@
 # Usage: bash scripts/gpu_smoke.sh [HYDRA_OVERRIDES...]
 #        DRY_RUN=1 bash scripts/gpu_smoke.sh    # print the training and evaluation commands only
 #
-# It trains through recipe/copo/run_copo_qwen2.5_7b.sh (the paper run script) with a tiny batch, so
-# it exercises exactly the code path of the real runs: verl's trainer, FSDP2 actor + reference, vLLM
+# It trains the paper's 7B config (recipe/copo/config/copo_qwen2.5_7b.yaml, via
+# recipe/copo/run_copo_qwen2.5_7b.sh) with a small model, batch and length as overrides, so it
+# exercises exactly the code path of the real runs: verl's trainer, FSDP2 actor + reference, vLLM
 # rollout, COPO advantages and loss, checkpoint save; then scripts/evaluate.py on global_step_2.
 #
 # Environment (defaults in brackets):
@@ -21,7 +22,8 @@
 #   MAX_TOKENS   max prompt and max response tokens              [512]
 #   GPU_MEM_UTIL vLLM's share of GPU memory                      [0.4]
 #   EVAL_K       samples per problem in the evaluation           [2]
-#   ATTN         flash_attention_2 | sdpa (auto: sdpa when flash-attn is not installed) [auto]
+#   ATTN         sdpa (the configs' default) | flash_attention_2 (with remove-padding; needs
+#                flash-attn installed) | auto (flash_attention_2 when flash-attn imports) [auto]
 #   PYTHON       interpreter with the project's [gpu] extra      [python3]
 #   DRY_RUN      1 prints the commands and exits                 [0]
 set -euo pipefail
@@ -73,29 +75,33 @@ fi
 
 ATTN_ARGS=()
 if [ "$ATTN" = "auto" ]; then
-  if [ "$DRY_RUN" != "1" ] && ! "$PYTHON" -c "import flash_attn" 2>/dev/null; then ATTN=sdpa; else ATTN=flash_attention_2; fi
+  if "$PYTHON" -c "import flash_attn" 2>/dev/null; then ATTN=flash_attention_2; else ATTN=sdpa; fi
 fi
 case "$ATTN" in
-  flash_attention_2) ;;
-  sdpa) ATTN_ARGS=(+actor_rollout_ref.model.override_config.attn_implementation=sdpa
-    actor_rollout_ref.model.use_remove_padding=false) ;;
+  flash_attention_2) ATTN_ARGS=(actor_rollout_ref.model.override_config.attn_implementation=flash_attention_2
+    actor_rollout_ref.model.use_remove_padding=true) ;;
+  sdpa) ;;
   *) die "ATTN='$ATTN' must be auto, flash_attention_2 or sdpa" ;;
 esac
 
-TRAIN_ENV=(MODEL_PATH="$MODEL_PATH" PYTHON="$PYTHON"
-  TRAIN_FILES="$DATA_DIR/train.parquet" VAL_FILES="$DATA_DIR/val.parquet"
-  CKPT_DIR="$CKPT_DIR" PROJECT_NAME=copo_smoke EXPERIMENT_NAME=gpu_smoke LOGGER='["console"]'
-  NNODES=1 GPUS_PER_NODE=1 TP_SIZE=1 GPU_MEM_UTIL="$GPU_MEM_UTIL"
-  ROLLOUT_N="$ROLLOUT_N" TRAIN_BATCH_SIZE="$BATCH" PPO_MINI_BATCH_SIZE="$BATCH" MICRO_BATCH_PER_GPU=4
-  MAX_PROMPT_LEN="$MAX_TOKENS" MAX_RESPONSE_LEN="$MAX_TOKENS" TOTAL_STEPS="$STEPS")
-TRAIN_ARGS=(trainer.val_before_train=false trainer.test_freq=-1 trainer.save_freq="$STEPS"
-  data.truncation=left "${ATTN_ARGS[@]}" "$@")
+# The paper config with a 1-GPU shape and a tiny batch; paths given as keys, so no DATA_DIR/CKPT_DIR.
+TRAIN_ARGS=(actor_rollout_ref.model.path="$MODEL_PATH"
+  data.train_files="$DATA_DIR/train.parquet" data.val_files="$DATA_DIR/val.parquet"
+  trainer.default_local_dir="$CKPT_DIR" trainer.project_name=copo_smoke trainer.experiment_name=gpu_smoke
+  'trainer.logger=[console]' trainer.nnodes=1 trainer.n_gpus_per_node=1
+  actor_rollout_ref.rollout.tensor_model_parallel_size=1
+  actor_rollout_ref.rollout.gpu_memory_utilization="$GPU_MEM_UTIL"
+  actor_rollout_ref.rollout.n="$ROLLOUT_N" data.train_batch_size="$BATCH"
+  actor_rollout_ref.actor.ppo_mini_batch_size="$BATCH"
+  data.max_prompt_length="$MAX_TOKENS" data.max_response_length="$MAX_TOKENS"
+  trainer.total_training_steps="$STEPS" trainer.val_before_train=false trainer.test_freq=-1
+  trainer.save_freq="$STEPS" data.truncation=left "${ATTN_ARGS[@]}" "$@")
 EVAL_CMD=("$PYTHON" scripts/evaluate.py --model "$CKPT_DIR/global_step_$STEPS"
   --data "$DATA_DIR/val.parquet" --k "$EVAL_K" --max-tokens "$MAX_TOKENS" --out "$OUT_DIR/eval"
   --backend vllm)
 
 if [ "$DRY_RUN" = "1" ]; then
-  env "${TRAIN_ENV[@]}" DRY_RUN=1 bash recipe/copo/run_copo_qwen2.5_7b.sh "${TRAIN_ARGS[@]}" 2>/dev/null
+  PYTHON="$PYTHON" DRY_RUN=1 bash recipe/copo/run_copo_qwen2.5_7b.sh "${TRAIN_ARGS[@]}"
   printf '%q ' "${EVAL_CMD[@]}"
   echo
   exit 0
@@ -114,7 +120,7 @@ fi
 rm -f "$CKPT_DIR/metrics.jsonl"
 log "training: $STEPS COPO step(s), $BATCH prompts x $ROLLOUT_N responses, model $MODEL_PATH, attention $ATTN"
 t0=$SECONDS
-env "${TRAIN_ENV[@]}" bash recipe/copo/run_copo_qwen2.5_7b.sh "${TRAIN_ARGS[@]}" 2>&1 | tee "$OUT_DIR/train.log"
+PYTHON="$PYTHON" bash recipe/copo/run_copo_qwen2.5_7b.sh "${TRAIN_ARGS[@]}" 2>&1 | tee "$OUT_DIR/train.log"
 train_s=$((SECONDS - t0))
 [ -d "$CKPT_DIR/global_step_$STEPS" ] || die "no checkpoint at $CKPT_DIR/global_step_$STEPS; see $OUT_DIR/train.log"
 

@@ -1,37 +1,31 @@
 #!/usr/bin/env bash
-# COPO blend-mode ablations (SPEC section 4) on one of the paper's set-ups, one script for all:
+# COPO blend-mode ablations (SPEC section 4) on the paper's 7B or 3B COPO run: the run's config
+# plus one option of the `ablation` config group (recipe/copo/config/ablation/<ABLATION>.yaml).
 #
-#   ABLATION=global_only bash recipe/copo/run_ablation.sh [hydra overrides...]
-#   ABLATION=soft SIZE=3b bash recipe/copo/run_ablation.sh
-#   DRY_RUN=1 ABLATION=zero bash recipe/copo/run_ablation.sh     # print the command only
+#   bash recipe/copo/run_ablation.sh ABLATION [SIZE] [hydra overrides...]
+#   bash recipe/copo/run_ablation.sh global_only
+#   bash recipe/copo/run_ablation.sh soft 3b trainer.total_training_steps=40
+#   DRY_RUN=1 bash recipe/copo/run_ablation.sh zero        # print the command, run nothing
 #
 # ABLATION: global_only | soft | soft_with_forced | zero | forced | soft_with_zero | local_only
 #   (soft_with_zero is the main COPO run; local_only is COPO's GRPO-equivalent mode).
-# SIZE [7b]: 7b or 3b (which run_copo_qwen2.5_<SIZE>.sh supplies the settings).
-# Other env vars: those of run_copo_qwen2.5_7b.sh.
-if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then  # print the header comment
-  awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
-  exit 0
-fi
-set -xeuo pipefail
-
+# SIZE [7b]: 7b or 3b (copo_qwen2.5_<SIZE>.yaml). The same without this script:
+#   python -m recipe.copo.main_copo --config-name copo_qwen2.5_7b +ablation=global_only
+# Env: as the other run scripts (DATA_DIR, CKPT_DIR required; MODEL_PATH, NNODES, GPUS_PER_NODE).
+# The experiment name (and so the checkpoint folder) carries the mode: runs never share one.
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-ABLATION=${ABLATION:-}
-SIZE=${SIZE:-7b}
-case "$ABLATION" in
-  global_only | soft | soft_with_forced | zero | forced | soft_with_zero | local_only) ;;
-  *)
-    echo "run_ablation.sh: set ABLATION to one of global_only soft soft_with_forced zero forced soft_with_zero local_only (got '$ABLATION')" >&2
-    exit 2
-    ;;
-esac
-case "$SIZE" in
-  7b | 3b) ;;
-  *)
-    echo "run_ablation.sh: SIZE must be 7b or 3b (got '$SIZE')" >&2
-    exit 2
-    ;;
-esac
-export BLEND_MODE=$ABLATION
-export EXPERIMENT_NAME=${EXPERIMENT_NAME:-copo_${ABLATION}_qwen2.5_${SIZE}}
-exec bash "$HERE/run_copo_qwen2.5_${SIZE}.sh" "$@"
+# shellcheck source=recipe/copo/_run.sh
+source "$HERE/_run.sh"
+case "${1:-}" in -h | --help) run_config help "$@" ;; esac
+
+ABLATION=${1:-}
+modes=""
+for f in "$HERE"/config/ablation/*.yaml; do modes+="$(basename "$f" .yaml) "; done
+if [ -z "$ABLATION" ] || [ ! -f "$HERE/config/ablation/$ABLATION.yaml" ]; then
+  echo "run_ablation.sh: ABLATION must be one of: ${modes% } (got '$ABLATION'); see --help" >&2
+  exit 2
+fi
+shift
+SIZE=7b
+case "${1:-}" in 7b | 3b) SIZE=$1; shift ;; esac
+run_config "copo_qwen2.5_$SIZE" "+ablation=$ABLATION" "$@"

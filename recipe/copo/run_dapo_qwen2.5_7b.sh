@@ -1,17 +1,13 @@
 #!/usr/bin/env bash
-# DAPO baseline with run_copo_qwen2.5_7b.sh's model, data, batch and step settings:
-# verl's grpo estimator + vanilla loss with DAPO's changes: clip-higher 0.2/0.28 (dual clip 10),
-# token-mean aggregation, dynamic sampling (group filtering on the reward's `acc`), the overlong
-# length penalty and no KL term. The overrides live in _run_dapo.sh (shared with the other size).
+# DAPO baseline at 7B: GRPO with clip-higher 0.2/0.28, token-mean, group filtering on acc,
+# the overlong penalty and no KL. The settings: recipe/copo/config/dapo_qwen2.5_7b.yaml.
 #
-#   bash recipe/copo/run_dapo_qwen2.5_7b.sh [hydra overrides...]
-#   DRY_RUN=1 bash recipe/copo/run_dapo_qwen2.5_7b.sh ...    # print the command only
+#   bash recipe/copo/run_dapo_qwen2.5_7b.sh [hydra overrides...]      # overrides win over the config
+#   DRY_RUN=1 bash recipe/copo/run_dapo_qwen2.5_7b.sh ...             # print the command, run nothing
+#   bash recipe/copo/run_dapo_qwen2.5_7b.sh --help                # this text
 #
-# Env vars: those of run_copo_qwen2.5_7b.sh, plus OVERLONG_BUFFER_LEN [512],
-# OVERLONG_PENALTY [1.0], MAX_RESPONSE_LEN [2048], MAX_INFLIGHT_GEN_BATCHES [4].
-if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then  # print the header comment
-  awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
-  exit 0
-fi
-set -euo pipefail
-SIZE=7b exec bash "$(dirname "${BASH_SOURCE[0]}")/_run_dapo.sh" "$@"
+# Env: DATA_DIR and CKPT_DIR (required; on storage every node sees), MODEL_PATH, NNODES [1],
+# GPUS_PER_NODE [8], PYTHON [python3]. Several nodes: scripts/cluster/submit.sh --config dapo_qwen2.5_7b
+# shellcheck source=recipe/copo/_run.sh
+source "$(dirname "${BASH_SOURCE[0]}")/_run.sh"
+run_config dapo_qwen2.5_7b "$@"

@@ -1,19 +1,13 @@
 #!/usr/bin/env bash
-# GRPO baseline for run_copo_qwen2.5_7b.sh: same settings, verl's own grpo estimator and
-# vanilla loss (what COPO's blend_mode=local_only reduces to), same launcher, reward and metrics.
+# GRPO baseline for the 7B COPO run: same settings, verl's grpo estimator and vanilla loss.
+# The settings: recipe/copo/config/grpo_qwen2.5_7b.yaml.
 #
-#   bash recipe/copo/run_grpo_qwen2.5_7b.sh [hydra overrides...]
-#   DRY_RUN=1 bash recipe/copo/run_grpo_qwen2.5_7b.sh ...    # print the command only
+#   bash recipe/copo/run_grpo_qwen2.5_7b.sh [hydra overrides...]      # overrides win over the config
+#   DRY_RUN=1 bash recipe/copo/run_grpo_qwen2.5_7b.sh ...             # print the command, run nothing
+#   bash recipe/copo/run_grpo_qwen2.5_7b.sh --help                # this text
 #
-# Env vars: those of run_copo_qwen2.5_7b.sh (ADV_ESTIMATOR/LOSS_MODE are fixed here).
-if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then  # print the header comment
-  awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
-  exit 0
-fi
-set -xeuo pipefail
-
-HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-export ADV_ESTIMATOR=grpo
-export LOSS_MODE=vanilla
-export EXPERIMENT_NAME=${EXPERIMENT_NAME:-grpo_qwen2.5_7b}
-exec bash "$HERE/run_copo_qwen2.5_7b.sh" "$@"
+# Env: DATA_DIR and CKPT_DIR (required; on storage every node sees), MODEL_PATH, NNODES [1],
+# GPUS_PER_NODE [8], PYTHON [python3]. Several nodes: scripts/cluster/submit.sh --config grpo_qwen2.5_7b
+# shellcheck source=recipe/copo/_run.sh
+source "$(dirname "${BASH_SOURCE[0]}")/_run.sh"
+run_config grpo_qwen2.5_7b "$@"

@@ -8,6 +8,7 @@ Modules (one responsibility each):
     scoring      the project's reward function, batched
     store        per (checkpoint, dataset) files, written atomically; summaries
     runner       the loop over checkpoints x datasets with progress output
+    children     the process groups it starts, stopped on SIGTERM/SIGINT by scripts/evaluate.py
 
 Command line: ``scripts/evaluate.py``. Training metrics and plots live in ``recipe.tracking``.
 """

@@ -22,6 +22,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from recipe.evaluation import children
+
 _STEP_RE = re.compile(r"^global_step_(\d+)$")
 _WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin")
 
@@ -138,11 +140,16 @@ def resolve_hf_path(spec: ModelSpec, out_dir: Path, log=print) -> str:
     ]
     log(f"[merge] {spec.name}: {' '.join(cmd[1:])}")
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True)
-        if done.returncode != 0 or not _has_weights(tmp):
+        # A process group of its own, listed in children.CHILDREN: a stop request stops it too.
+        merger = children.start(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            _, stderr = merger.communicate()
+        finally:
+            children.forget(merger)
+        if merger.returncode != 0 or not _has_weights(tmp):
             raise RuntimeError(
-                f"verl's model merger failed for {spec.actor_dir} (exit {done.returncode}); run it by hand "
-                f"to see why: python {' '.join(cmd[1:-2])} --target_dir <dir>\n{done.stderr[-2000:]}"
+                f"verl's model merger failed for {spec.actor_dir} (exit {merger.returncode}); run it by hand "
+                f"to see why: python {' '.join(cmd[1:-2])} --target_dir <dir>\n{stderr[-2000:]}"
             )
         if target.exists():
             shutil.rmtree(target)

@@ -42,6 +42,7 @@ class EvalConfig:
     dtype: str = "auto"
     reward: str = DEFAULT_REWARD
     overwrite: bool = False
+    vllm_engine: str | None = None  # module:Class in place of vllm.LLM (None: vLLM)
 
 
 @dataclass
@@ -170,7 +171,9 @@ def run_evaluation(
             continue
         model_path = resolve_hf_path(spec, Path(cfg.out), log=log)
         log(f"[eval] loading {spec.name} from {model_path}")
-        backend = backend_factory(kind, model_path, batch_size=cfg.batch_size, dtype=cfg.dtype)
+        backend = backend_factory(
+            kind, model_path, batch_size=cfg.batch_size, dtype=cfg.dtype, vllm_engine=cfg.vllm_engine
+        )
         stats.loaded_models += 1
         try:
             for number, dataset, problems, params in todo:

@@ -6,6 +6,49 @@
 COPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 export COPO_ROOT
 
+# The environment variables a job's config reads (paths and cluster shape: the ${oc.env:...} of
+# recipe/copo/config/*.yaml; tests/scripts/test_static_cluster.py checks the two agree). submit.sh
+# forwards them to the job when set; launch_ray keeps them out of the Ray daemons, so a job sees only
+# the values that were validated at submission, never a node's own.
+COPO_JOB_ENV_VARS="MODEL_PATH DATA_DIR CKPT_DIR NNODES GPUS_PER_NODE"
+
+
+# ray_client_auth: Ray (>= 2.5x) enables token authentication when a token exists; a client
+# (`ray job submit/logs/status`) must then set RAY_AUTH_MODE=token too, or it is refused.
+ray_client_auth() {
+  if [ -z "${RAY_AUTH_MODE:-}" ] \
+    && { [ -n "${RAY_AUTH_TOKEN:-}" ] || [ -f "${RAY_AUTH_TOKEN_PATH:-${HOME:-/nonexistent}/.ray/auth_token}" ]; }; then
+    export RAY_AUTH_MODE=token
+    log "Ray auth token found: RAY_AUTH_MODE=token for the client"
+  fi
+}
+
+# job_status ADDRESS ID: the Ray job's status word (PENDING, RUNNING, SUCCEEDED, FAILED, STOPPED),
+# empty when it cannot be read right now.
+job_status() {
+  "$(ray_bin)" job status --address="$1" "$2" 2>/dev/null | grep -Eo "(PENDING|RUNNING|SUCCEEDED|FAILED|STOPPED)" \
+    | tail -n 1 || true
+}
+
+# follow_job ADDRESS ID: stream the job's logs until it ends; return 0 if it SUCCEEDED, 1 otherwise.
+# A log stream that drops (network blip, head busy, client exits non-zero) is NOT the job's end: the
+# job's status decides, and the stream is reopened while it runs. (Under Slurm, the allocation lives
+# exactly as long as this function.)
+follow_job() {
+  local address=$1 id=$2 status rc
+  while :; do
+    rc=0
+    "$(ray_bin)" job logs --address="$address" --follow "$id" || rc=$?
+    status="$(job_status "$address" "$id")"
+    case "$status" in
+      SUCCEEDED) log "job $id SUCCEEDED"; return 0 ;;
+      FAILED | STOPPED) log "job $id $status"; return 1 ;;
+    esac
+    log "log stream of job $id ended (exit $rc) while its status is '${status:-unknown}'; reopening in ${FOLLOW_RETRY_S:-30} s"
+    sleep "${FOLLOW_RETRY_S:-30}"
+  done
+}
+
 # Where start_*.sh record what they started, so stop.sh stops exactly that and nothing else.
 COPO_RAY_STATE_DIR="${COPO_RAY_STATE_DIR:-${HOME:-/tmp}/.cache/copo-verl/ray}"
 
@@ -83,16 +126,37 @@ detect_gpus() {
   fi
 }
 
-# detect_ip: this node's first non-loopback IPv4 address.
+# is_loopback IP: true for 127.0.0.0/8 (hostname --ip-address often answers 127.0.1.1 on Debian/Ubuntu).
+is_loopback() {
+  case "$1" in 127.* | ::1 | localhost) return 0 ;; *) return 1 ;; esac
+}
+
+# detect_ip: the IPv4 address other nodes reach this one at, found in this order: the interface
+# named by NODE_IFNAME / GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME (the one NCCL and gloo use), the
+# source address of the default route (`ip route get`, a routing-table lookup that sends nothing),
+# then the first address of `hostname -I`. Loopback answers are skipped; if nothing else is found
+# it fails naming NODE_IP (set it explicitly: 127.0.0.1 is fine only when every node is this machine).
 detect_ip() {
-  local ip=""
+  local ip="" candidate ifname=${NODE_IFNAME:-${GLOO_SOCKET_IFNAME:-${NCCL_SOCKET_IFNAME:-}}}
+  local -a candidates=() more=()
+  if command -v ip >/dev/null 2>&1; then
+    if [ -n "$ifname" ]; then
+      candidates+=("$(ip -4 -o addr show dev "${ifname%%,*}" 2>/dev/null | awk '{print $4}' | cut -d/ -f1 | head -n 1)")
+    fi
+    candidates+=("$(ip -4 route get 1.1.1.1 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*/\1/p' | head -n 1)")
+  fi
   if command -v hostname >/dev/null 2>&1; then
-    ip="$(hostname -I 2>/dev/null | awk '{print $1}')" || true
+    read -r -a more <<<"$(hostname -I 2>/dev/null || true)"
+    candidates+=("${more[@]}")
   fi
-  if [ -z "$ip" ] && command -v ip >/dev/null 2>&1; then
-    ip="$(ip -4 -o addr show scope global 2>/dev/null | awk '{print $4}' | cut -d/ -f1 | head -n 1)" || true
-  fi
-  [ -n "$ip" ] || die "could not detect this node's IP; set NODE_IP explicitly"
+  for candidate in "${candidates[@]}"; do
+    if [ -n "$candidate" ] && ! is_loopback "$candidate"; then
+      ip=$candidate
+      break
+    fi
+  done
+  [ -n "$ip" ] || die "could not detect a non-loopback IP for this node (found: ${candidates[*]:-none}); \
+set NODE_IP to the address the other nodes reach it at (or NODE_IFNAME to its interface)"
   echo "$ip"
 }
 
@@ -131,7 +195,8 @@ ray_bin() {
 }
 
 # check_node_env GPUS: verl on this node must match recipe/copo/REQUIRED_VERL.txt and, when GPUS > 0,
-# CUDA must see a GPU (SKIP_ENV_CHECK=1 skips both).
+# CUDA must see a GPU (SKIP_ENV_CHECK=1 skips both; REQUIRE_CUDA=0 only the second, for logical GPUs
+# on a CPU machine, as in the two-node dress rehearsal).
 check_node_env() {
   local gpus=$1
   if [ "${SKIP_ENV_CHECK:-0}" = "1" ]; then
@@ -139,7 +204,7 @@ check_node_env() {
     return 0
   fi
   local -a flags=()
-  if [ "$gpus" -gt 0 ]; then flags+=(--gpu); fi
+  if [ "$gpus" -gt 0 ] && [ "${REQUIRE_CUDA:-1}" = "1" ]; then flags+=(--gpu); fi
   "$(python_bin)" "$COPO_ROOT/scripts/cluster/check_env.py" "${flags[@]}" \
     || die "this node's Python stack does not match the pin (see above); SKIP_ENV_CHECK=1 to bypass"
 }
@@ -204,8 +269,13 @@ kill_session() {
 launch_ray() {
   local role=$1 dir=$2 client_port=$3 attempt=1 rc
   shift 3
-  local attempts=${RAY_START_ATTEMPTS:-3}
+  local attempts=${RAY_START_ATTEMPTS:-3} name
   require_int RAY_START_ATTEMPTS "$attempts"
+  # Ray's daemons (and so every job's processes) never inherit a job variable from this shell: a job
+  # gets those from its submission only (COPO_JOB_ENV_VARS above).
+  local -a ray_cmd=(env)
+  for name in $COPO_JOB_ENV_VARS; do ray_cmd+=(-u "$name"); done
+  ray_cmd+=("$@")
   COPO_RAY_PID=""
   if [ "${BLOCK:-0}" = "1" ]; then
     # shellcheck disable=SC2064  # expand the state path now: it is fixed for this run
@@ -214,10 +284,10 @@ launch_ray() {
   fi
   while :; do
     if [ "${BLOCK:-0}" = "1" ]; then
-      "$@" &
+      "${ray_cmd[@]}" &
       COPO_RAY_PID=$!
       if wait_for_raylet "$dir" "$COPO_RAY_PID"; then break; fi
-    elif "$@"; then
+    elif "${ray_cmd[@]}"; then
       break
     fi
     kill_session "$dir" "$client_port"

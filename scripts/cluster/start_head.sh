@@ -8,7 +8,8 @@
 # values already set in the environment win; template: scripts/cluster/cluster.env.example):
 #   GPUS_PER_NODE    GPUs Ray may use on this node             [detected with nvidia-smi]
 #   NUM_CPUS         CPUs Ray may use on this node             [Ray's detection]
-#   NODE_IP          address the other nodes reach this one at [first address of `hostname -I`]
+#   NODE_IP          address the other nodes reach this one at [detected, never loopback:
+#                    NODE_IFNAME / GLOO_SOCKET_IFNAME's address, the default route's, `hostname -I`]
 #   RAY_PORT         GCS port workers connect to               [6379]
 #   DASHBOARD_PORT   dashboard and job-submission port         [8265]
 #   RAY_CLIENT_PORT  Ray client server port                    [10001]
@@ -17,6 +18,7 @@
 #   RAY_TEMP_DIR     Ray's session/log directory (keep short)  [/tmp/ray_copo_$USER]
 #   RAY_START_ATTEMPTS  tries of `ray start` (a loaded node can miss Ray's 30 s startup wait) [3]
 #   SKIP_ENV_CHECK   1 skips the verl-version check            [0]
+#   REQUIRE_CUDA     0: the GPUs are Ray resources only, CUDA need not see them (CPU rehearsal) [1]
 #   BLOCK            1 keeps this script in the foreground until Ray exits (Slurm/srun steps,
 #                    containers); 0 returns once Ray is up           [0]
 #   DRY_RUN          1 prints the `ray start` command and exits [0]

@@ -10,13 +10,14 @@
 #   HEAD_ADDRESS     head's GCS address, IP:PORT (required; printed by start_head.sh)
 #   GPUS_PER_NODE    GPUs Ray may use on this node             [detected with nvidia-smi]
 #   NUM_CPUS         CPUs Ray may use on this node             [Ray's detection]
-#   NODE_IP          this node's address                       [first address of `hostname -I`]
+#   NODE_IP          this node's address                       [detected, as in start_head.sh]
 #   DASHBOARD_AGENT_PORT  HTTP port of this node's dashboard agent (job submission goes through
 #                    the head's; must be free on the node)   [52365]
 #   RAY_TEMP_DIR     Ray's session/log directory (keep short)  [/tmp/ray_copo_$USER]
 #   WAIT_FOR_HEAD_S  seconds to wait for the head's port to answer [300]
 #   RAY_START_ATTEMPTS  tries of `ray start` (a loaded node can miss Ray's 30 s startup wait) [3]
 #   SKIP_ENV_CHECK   1 skips the verl-version check            [0]
+#   REQUIRE_CUDA     0: the GPUs are Ray resources only, CUDA need not see them (CPU rehearsal) [1]
 #   BLOCK            1 keeps this script in the foreground until Ray exits (Slurm/srun steps,
 #                    containers); 0 returns once Ray is up           [0]
 #   DRY_RUN          1 prints the `ray start` command and exits [0]

@@ -1,29 +1,28 @@
 #!/usr/bin/env bash
-# Submit a copo-verl run script as a Ray job to a running cluster (see start_head.sh).
+# Submit a copo-verl run (a named config of recipe/copo/config/) as a Ray job to a running cluster.
 #
-# Usage: bash scripts/cluster/submit.sh [--run-script PATH] [--env-file FILE] [--dry-run] [--no-wait]
+# Usage: bash scripts/cluster/submit.sh [--config NAME] [--env-file FILE] [--dry-run] [--no-wait]
 #                                       [--] [HYDRA_OVERRIDES...]
-#   e.g. RAY_ADDRESS=http://10.0.0.1:8265 NNODES=2 bash scripts/cluster/submit.sh \
-#          --run-script recipe/copo/run_copo_qwen2.5_7b.sh -- trainer.total_training_steps=70
+#   e.g. RAY_ADDRESS=http://10.0.0.1:8265 NNODES=2 DATA_DIR=/shared/data/copo CKPT_DIR=/shared/ckpts \
+#          bash scripts/cluster/submit.sh --config copo_qwen2.5_7b -- trainer.total_training_steps=70
 #
-# The job runs `env FORWARDED_VARS... bash RUN_SCRIPT trainer.nnodes=$NNODES
-# trainer.n_gpus_per_node=$GPUS_PER_NODE OVERRIDES` inside WORKING_DIR, which Ray uploads to the
-# cluster; the run script's `python -m recipe.copo.main_copo` then joins the cluster through the
-# job's RAY_ADDRESS. The run scripts' settings you export here (MODEL_PATH, DATA_DIR, ROLLOUT_N ...,
-# see FORWARD_VARS) are passed on; secrets are not (they would show in the job's command line):
-# put WANDB_API_KEY etc. in the env file of start_head.sh / start_worker.sh instead.
-# Before submitting, the composed config is validated locally (the run script's DRY_RUN=1 command
-# through recipe/copo/config_check.py), so a typo fails here and not after the cluster has started.
+# The job runs `$PYTHON -m recipe.copo.main_copo --config-name NAME OVERRIDES` inside WORKING_DIR,
+# which Ray uploads to the cluster, with the runtime env RUNTIME_ENV plus the path and shape variables
+# set here (MODEL_PATH DATA_DIR CKPT_DIR NNODES GPUS_PER_NODE, the only ones the configs read) as its
+# env_vars, so every process of the job, on every node, reads the same values. Before submitting,
+# scripts/cluster/validate_job.py composes and validates exactly that command with exactly those
+# variables: what is checked is what trains. Secrets are never forwarded (they would show in the
+# job's command line): put WANDB_API_KEY etc. in the env file of start_head.sh / start_worker.sh.
 #
 # Environment (defaults in brackets; --env-file / ENV_FILE is loaded first, set values win):
 #   RAY_ADDRESS     job-submission address of the head      [http://127.0.0.1:8265]
-#   RUN_SCRIPT      run script, relative to WORKING_DIR     [recipe/copo/run_copo_qwen2.5_7b.sh]
+#   CONFIG          config name (--config)                  [copo_qwen2.5_7b]
+#   MODEL_PATH DATA_DIR CKPT_DIR NNODES GPUS_PER_NODE   forwarded to the job when set (see the config)
+#   PYTHON          interpreter with the project, here (validation) and for the job [python3]
+#   JOB_PYTHON      the job's interpreter on the cluster, when it differs from PYTHON [PYTHON]
 #   RUNTIME_ENV     Ray runtime_env YAML                    [recipe/copo/runtime_env.yaml]
 #   WORKING_DIR     directory uploaded as the job's cwd     [repository root]
-#   NNODES          nodes the trainer uses                  [1]
-#   GPUS_PER_NODE   GPUs per node the trainer uses          [8]
 #   SUBMISSION_ID   Ray submission id                       [copo-<UTC timestamp>]
-#   FORWARD_VARS    run-script variables passed to the job when set here [MODEL_PATH DATA_DIR ...]
 #   VALIDATE        1 validates the config before submitting [1]
 #   NO_WAIT         1 returns after submission (no log streaming) [0]
 #   SUBMIT_RETRIES  attempts while a fresh head's job agent is not up yet [6]
@@ -39,7 +38,9 @@ OVERRIDES=()
 while [ $# -gt 0 ]; do
   case "$1" in
     -h | --help) usage_from_header "$0"; exit 0 ;;
-    --run-script) [ $# -ge 2 ] || die "--run-script needs a path"; RUN_SCRIPT=$2; shift 2 ;;
+    --config) [ $# -ge 2 ] || die "--config needs a name"; CONFIG=$2; shift 2 ;;
+    --run-script) die "--run-script is gone: submit a named config with --config NAME \
+(recipe/copo/run_NAME.sh runs recipe/copo/config/NAME.yaml)" ;;
     --env-file) [ $# -ge 2 ] || die "--env-file needs a path"; ENV_FILE=$2; shift 2 ;;
     --dry-run) DRY_RUN=1; shift ;;
     --no-wait) NO_WAIT=1; shift ;;
@@ -55,64 +56,50 @@ NO_WAIT=${NO_WAIT:-0}
 VALIDATE=${VALIDATE:-1}
 RAY_ADDRESS=${RAY_ADDRESS:-http://127.0.0.1:8265}
 WORKING_DIR=${WORKING_DIR:-$COPO_ROOT}
-RUN_SCRIPT=${RUN_SCRIPT:-recipe/copo/run_copo_qwen2.5_7b.sh}
+CONFIG=${CONFIG:-copo_qwen2.5_7b}
 RUNTIME_ENV=${RUNTIME_ENV:-$COPO_ROOT/recipe/copo/runtime_env.yaml}
-NNODES=${NNODES:-1}
-GPUS_PER_NODE=${GPUS_PER_NODE:-8}
+JOB_PYTHON=${JOB_PYTHON:-${PYTHON:-python3}}
 SUBMISSION_ID=${SUBMISSION_ID:-copo-$(date -u +%Y%m%d-%H%M%S)}
-require_int NNODES "$NNODES"
-require_int GPUS_PER_NODE "$GPUS_PER_NODE"
-[ "$NNODES" -ge 1 ] || die "NNODES must be >= 1"
+for v in NNODES GPUS_PER_NODE; do [ -z "${!v+x}" ] || require_int "$v" "${!v}"; done
 
 [ -d "$WORKING_DIR" ] || die "WORKING_DIR='$WORKING_DIR' is not a directory"
 WORKING_DIR="$(cd "$WORKING_DIR" && pwd)"
-# The job runs inside the uploaded WORKING_DIR, so the run script must live in it: use a relative path.
-case "$RUN_SCRIPT" in
-  "$WORKING_DIR"/*) RUN_SCRIPT="${RUN_SCRIPT#"$WORKING_DIR"/}" ;;
-  /*) die "RUN_SCRIPT='$RUN_SCRIPT' is outside WORKING_DIR='$WORKING_DIR'; Ray only uploads WORKING_DIR" ;;
-esac
-if [ ! -f "$WORKING_DIR/$RUN_SCRIPT" ]; then
-  choices=("$WORKING_DIR"/recipe/copo/run_*.sh)
-  die "RUN_SCRIPT='$RUN_SCRIPT' not found in $WORKING_DIR (choose one of: ${choices[*]#"$WORKING_DIR"/})"
+if [ ! -f "$COPO_ROOT/recipe/copo/config/$CONFIG.yaml" ]; then
+  choices=("$COPO_ROOT"/recipe/copo/config/*.yaml)
+  choices=("${choices[@]##*/}")
+  die "CONFIG='$CONFIG' is not a config of recipe/copo/config/ (choose one of: ${choices[*]%.yaml})"
 fi
 [ -f "$RUNTIME_ENV" ] || die "RUNTIME_ENV='$RUNTIME_ENV' does not exist (the recipe ships recipe/copo/runtime_env.yaml)"
 
-FORWARD_VARS=${FORWARD_VARS:-MODEL_PATH DATA_DIR TRAIN_FILES VAL_FILES CKPT_DIR PROJECT_NAME EXPERIMENT_NAME \
-LOGGER ADV_ESTIMATOR LOSS_MODE BLEND_MODE COPO_K COPO_B ROLLOUT_N TRAIN_BATCH_SIZE PPO_MINI_BATCH_SIZE TOTAL_STEPS \
-MAX_PROMPT_LEN MAX_RESPONSE_LEN MICRO_BATCH_PER_GPU TP_SIZE GPU_MEM_UTIL ROLLOUT_NAME EXTRA_ARGS ABLATION SIZE}
-JOB_ENV=(NNODES="$NNODES" GPUS_PER_NODE="$GPUS_PER_NODE")
-read -r -a forward <<<"$FORWARD_VARS"
-for name in "${forward[@]}"; do
-  [[ "$name" =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] || die "FORWARD_VARS: '$name' is not a variable name"
-  case "$name" in *KEY* | *TOKEN* | *SECRET* | *PASSWORD*) die "FORWARD_VARS: refusing to put $name on the job's command line" ;; esac
-  if [ -n "${!name+x}" ]; then JOB_ENV+=("$name=${!name}"); fi
+# The one forward list (common.sh): the job gets these variables, and nothing else from this shell.
+ENV_ARGS=()
+for name in $COPO_JOB_ENV_VARS; do
+  if [ -n "${!name+x}" ]; then ENV_ARGS+=(--env "$name=${!name}"); fi
 done
-JOB_ARGS=(trainer.nnodes="$NNODES" trainer.n_gpus_per_node="$GPUS_PER_NODE" "${OVERRIDES[@]}")
+ENTRYPOINT=("$JOB_PYTHON" -m recipe.copo.main_copo --config-name "$CONFIG" "${OVERRIDES[@]}")
+CHECK=()
+if [ "$VALIDATE" != "1" ] || [ "$DRY_RUN" = "1" ]; then CHECK=(--no-check); fi
+if [ "${#CHECK[@]}" -eq 0 ]; then log "validating the job's config locally (VALIDATE=0 skips)"; fi
+# validate_job.py composes ENTRYPOINT with exactly these variables and prints the runtime env to submit.
+RUNTIME_JSON="$("$(python_bin)" "$COPO_ROOT/scripts/cluster/validate_job.py" --runtime-env "$RUNTIME_ENV" \
+  "${ENV_ARGS[@]}" "${CHECK[@]}" -- "${ENTRYPOINT[@]}")" \
+  || die "config validation failed (above); fix the overrides, the config or the variables before submitting"
+
 CMD=("$(ray_bin)" job submit
   --address="$RAY_ADDRESS"
   --submission-id="$SUBMISSION_ID"
-  --runtime-env="$RUNTIME_ENV"
-  --working-dir="$WORKING_DIR")
+  --working-dir="$WORKING_DIR"
+  --runtime-env-json="$RUNTIME_JSON")
 if [ "$NO_WAIT" = "1" ]; then CMD+=(--no-wait); fi
-CMD+=(-- env "${JOB_ENV[@]}" bash "$RUN_SCRIPT" "${JOB_ARGS[@]}")
+CMD+=(-- "${ENTRYPOINT[@]}")
 
 if [ "$DRY_RUN" = "1" ]; then
   print_cmd "${CMD[@]}"
   exit 0
 fi
 
-if [ "$VALIDATE" = "1" ]; then
-  log "validating the job's config locally (VALIDATE=0 skips)"
-  (cd "$WORKING_DIR" && env "${JOB_ENV[@]}" "$(python_bin)" "$COPO_ROOT/scripts/cluster/validate_job.py" \
-    --working-dir "$WORKING_DIR" "$RUN_SCRIPT" "${JOB_ARGS[@]}") \
-    || die "config validation failed (above); fix the overrides or the run script before submitting"
-fi
-if [ -z "${RAY_AUTH_MODE:-}" ] \
-  && { [ -n "${RAY_AUTH_TOKEN:-}" ] || [ -f "${RAY_AUTH_TOKEN_PATH:-${HOME:-/nonexistent}/.ray/auth_token}" ]; }; then
-  export RAY_AUTH_MODE=token
-  log "Ray auth token found: RAY_AUTH_MODE=token for the submission"
-fi
-log "submitting $RUN_SCRIPT to $RAY_ADDRESS as $SUBMISSION_ID"
+ray_client_auth
+log "submitting config $CONFIG to $RAY_ADDRESS as $SUBMISSION_ID"
 log "$(print_cmd "${CMD[@]}")"
 # A head that has just started may not have registered its job agent yet ("No available agent to
 # submit job"): nothing was submitted then, so retry; any other failure is final.

@@ -1,9 +1,10 @@
 """The cluster scripts' generated commands, checked without a cluster (and one real local Ray round trip).
 
 * submit.sh / slurm_copo_7b.sbatch / gpu_smoke.sh dry runs print the exact `ray job submit` (or
-  training) command; it is parsed, its run script must exist, the run script's own DRY_RUN=1 command
-  gives the Hydra overrides, and recipe.copo.config_check.compose_and_validate must accept them with
-  the paper's values (SPEC section 7) and the cluster shape the scripts asked for.
+  training) command; it is parsed, and the job's own command (config name + overrides) with the job's
+  own environment (the runtime env's env_vars) must compose and validate with the paper's values
+  (SPEC section 7) and the cluster shape the scripts asked for; what submit.sh validates is what it
+  submits, and settings never travel through the environment.
 * Missing paths / variables fail with a message naming them.
 * A real CPU Ray head is started by start_head.sh, a job goes through submit.sh to it, and stop.sh
   stops exactly the head's processes (a bystander survives).
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shlex
 import shutil
 import socket
@@ -54,8 +56,10 @@ def run(
         "DRY_RUN",
         "NNODES",
         "GPUS_PER_NODE",
-        "RUN_SCRIPT",
+        "CONFIG",
         "MODEL_PATH",
+        "DATA_DIR",
+        "CKPT_DIR",
         "RAY_AUTH_MODE",
         "RAY_AUTH_TOKEN_PATH",
     ):
@@ -75,17 +79,17 @@ def test_parse_trainer_command_handles_quoting_env_prefix_and_config_name() -> N
         "HYDRA_FULL_ERROR=1 /opt/venv/bin/python -m recipe.copo.main_copo --config-name copo_cpu "
         "trainer.logger=\\[\\\"console\\\"\\] 'data.val_files=[/a b/x.parquet]' +x.y=1"
     )
-    call = validate_job.parse_trainer_command(line)
+    call = validate_job.parse_trainer_command(shlex.split(line))
     assert call.config_name == "copo_cpu"
     assert call.overrides == ['trainer.logger=["console"]', "data.val_files=[/a b/x.parquet]", "+x.y=1"]
     assert (
-        validate_job.parse_trainer_command("python3 -m recipe.copo.main_copo a=1").config_name
+        validate_job.parse_trainer_command(["python3", "-m", "recipe.copo.main_copo", "a=1"]).config_name
         == "copo_trainer"
     )
     with pytest.raises(ValueError, match="recipe.copo.main_copo"):
-        validate_job.parse_trainer_command("python3 -m verl.trainer.main_ppo a=1")
+        validate_job.parse_trainer_command(shlex.split("python3 -m verl.trainer.main_ppo a=1"))
     with pytest.raises(ValueError, match="--oops"):
-        validate_job.parse_trainer_command("python3 -m recipe.copo.main_copo --oops a=1")
+        validate_job.parse_trainer_command(shlex.split("python3 -m recipe.copo.main_copo --oops a=1"))
 
 
 def test_parse_submit_line() -> None:
@@ -95,28 +99,23 @@ def test_parse_submit_line() -> None:
             "job",
             "submit",
             "--address=http://h:8265",
+            '--runtime-env-json={"env_vars":{"DATA_DIR":"/d x"}}',
             "--no-wait",
             "--",
-            "bash",
-            "recipe/copo/run_copo_qwen2.5_7b.sh",
+            "python",
+            "-m",
+            "recipe.copo.main_copo",
             "a=1 2",
         ]
     )
     call = validate_job.parse_submit_line(line)
-    assert call.options == {"address": "http://h:8265", "no-wait": True}
-    assert call.entrypoint == ["bash", "recipe/copo/run_copo_qwen2.5_7b.sh", "a=1 2"]
+    assert call.options["address"] == "http://h:8265" and call.options["no-wait"] is True
+    assert call.entrypoint == ["python", "-m", "recipe.copo.main_copo", "a=1 2"]
+    assert call.env_vars == {"DATA_DIR": "/d x"}
     with pytest.raises(ValueError, match="no `--`"):
         validate_job.parse_submit_line("ray job submit --address=x bash a.sh")
     with pytest.raises(ValueError, match="not a `ray job submit`"):
         validate_job.parse_submit_line("ray start --head")
-    assert validate_job.split_entrypoint(["env", "A=1", "B=x=y", "bash", "r.sh", "k=v"]) == (
-        {"A": "1", "B": "x=y"},
-        "r.sh",
-        ["k=v"],
-    )
-    assert validate_job.split_entrypoint(["bash", "r.sh"]) == ({}, "r.sh", [])
-    with pytest.raises(ValueError, match="not `\\[env"):
-        validate_job.split_entrypoint(["python", "r.py"])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -132,53 +131,56 @@ def submit_dry_run(env: dict[str, str], *overrides: str) -> validate_job.SubmitC
 
 
 def validate_entrypoint(call: validate_job.SubmitCall):
-    """The run script named by the entrypoint exists; its DRY_RUN overrides pass compose_and_validate."""
-    env, run_script, args = validate_job.split_entrypoint(call.entrypoint)
-    working_dir = Path(str(call.options["working-dir"]))
-    assert (working_dir / run_script).is_file(), f"{run_script} not in the uploaded working dir {working_dir}"
-    from recipe.copo.config_check import compose_and_validate
+    """The job's command with the job's env_vars, composed, resolved and validated as the job will."""
+    assert Path(str(call.options["working-dir"])).is_dir()
+    _, config, _ = validate_job.compose_job(call.entrypoint, call.env_vars)
+    return config
 
-    line = validate_job.dry_run_command(run_script, args, cwd=working_dir, env=env)
-    trainer_call = validate_job.parse_trainer_command(line)
-    return compose_and_validate(trainer_call.overrides, config_name=trainer_call.config_name)
+
+PATHS = {"DATA_DIR": "/shared/data/copo", "CKPT_DIR": "/shared/ckpts"}
 
 
 @pytest.mark.parametrize(
-    ("run_script", "n", "k", "b"),
+    ("config_name", "n", "k", "b"),
     [
-        ("recipe/copo/run_copo_qwen2.5_7b.sh", 8, 5.0, 1.0),
-        ("recipe/copo/run_copo_qwen2.5_3b.sh", 6, 20.0, 1.5),
+        ("copo_qwen2.5_7b", 8, 5.0, 1.0),
+        ("copo_qwen2.5_3b", 6, 20.0, 1.5),
     ],
 )
-def test_submit_command_runs_a_valid_paper_config(run_script: str, n: int, k: float, b: float) -> None:
+def test_submit_command_runs_a_valid_paper_config(config_name: str, n: int, k: float, b: float) -> None:
     env = {
+        **PATHS,
         "RAY_ADDRESS": "http://10.1.2.3:8265",
         "NNODES": "2",
         "GPUS_PER_NODE": "8",
-        "RUN_SCRIPT": run_script,
+        "CONFIG": config_name,
         "SUBMISSION_ID": "copo-test",
         "MODEL_PATH": "/from/env",
         "WANDB_API_KEY": "secret",
+        "COPO_K": "99",  # an old settings variable: must reach neither the job nor its config
     }
-    call = submit_dry_run(
-        env, "actor_rollout_ref.model.path=/shared/models/qwen", "trainer.total_training_steps=3"
-    )
+    call = submit_dry_run(env, "trainer.total_training_steps=3")
     assert call.options["address"] == "http://10.1.2.3:8265"
     assert call.options["submission-id"] == "copo-test"
     assert Path(str(call.options["working-dir"])) == ROOT
-    runtime_env = Path(str(call.options["runtime-env"]))
-    assert runtime_env.is_file(), f"runtime env {runtime_env} missing"
-    job_env, job_script, _ = validate_job.split_entrypoint(call.entrypoint)
-    assert job_script == run_script
-    # run-script settings exported locally reach the job; secrets never go on its command line
-    assert job_env["MODEL_PATH"] == "/from/env" and job_env["NNODES"] == "2"
-    assert "WANDB_API_KEY" not in job_env
+    assert call.entrypoint[0] == sys.executable  # PYTHON is the job's interpreter too
+    assert call.entrypoint[1:5] == ["-m", "recipe.copo.main_copo", "--config-name", config_name]
+    # paths and shape exported locally reach the job; secrets and settings never do
+    assert {k: call.env_vars[k] for k in ("MODEL_PATH", "NNODES", "GPUS_PER_NODE", *PATHS)} == {
+        "MODEL_PATH": "/from/env",
+        "NNODES": "2",
+        "GPUS_PER_NODE": "8",
+        **PATHS,
+    }
+    assert "WANDB_API_KEY" not in call.env_vars and "COPO_K" not in call.env_vars
+    assert call.env_vars["NCCL_DEBUG"] == "WARN"  # the static runtime env is part of it
 
     config = validate_entrypoint(call)
     # The cluster shape the submit asked for, the user's overrides, and the paper row (SPEC 7).
     assert (config.trainer.nnodes, config.trainer.n_gpus_per_node) == (2, 8)
-    assert config.actor_rollout_ref.model.path == "/shared/models/qwen"
+    assert config.actor_rollout_ref.model.path == "/from/env"
     assert config.trainer.total_training_steps == 3
+    assert config.trainer.default_local_dir.startswith("/shared/ckpts/copo/")
     assert config.algorithm.adv_estimator == "copo"
     assert config.actor_rollout_ref.actor.policy_loss.loss_mode == "copo"
     assert config.actor_rollout_ref.rollout.n == n
@@ -191,6 +193,7 @@ def test_submit_command_runs_a_valid_paper_config(run_script: str, n: int, k: fl
 
 def test_slurm_dry_run_submits_the_7b_job_over_all_nodes() -> None:
     env = {
+        **PATHS,
         "DRY_RUN": "1",
         "DRY_RUN_NODES": "gpu-a gpu-b gpu-c gpu-d",
         "HEAD_IP": "10.9.9.9",
@@ -206,11 +209,19 @@ def test_slurm_dry_run_submits_the_7b_job_over_all_nodes() -> None:
     assert all("start_worker.sh" in w for w in workers)
     call = validate_job.parse_submit_line(submit)
     assert call.options["address"] == "http://10.9.9.9:8265"
-    assert validate_job.split_entrypoint(call.entrypoint)[1] == "recipe/copo/run_copo_qwen2.5_7b.sh"
+    assert call.options["no-wait"] is True  # the batch script follows the job itself (follow_job)
+    assert validate_job.parse_trainer_command(call.entrypoint).config_name == "copo_qwen2.5_7b"
     config = validate_entrypoint(call)
     assert (config.trainer.nnodes, config.trainer.n_gpus_per_node) == (4, 8)
     assert config.trainer.total_training_steps == 2
     assert (config.actor_rollout_ref.rollout.n, float(config.algorithm.copo.k)) == (8, 5.0)
+
+
+def test_slurm_refuses_a_loopback_head_address() -> None:
+    # `hostname --ip-address` answers 127.0.1.1 on Debian/Ubuntu images: workers would never join.
+    env = {"DRY_RUN": "1", "DRY_RUN_NODES": "gpu-a gpu-b", "HEAD_IP": "127.0.1.1"}
+    proc = run(["bash", str(CLUSTER / "slurm_copo_7b.sbatch")], env=env)
+    assert proc.returncode != 0 and "HEAD_IP=127.0.1.1 is a loopback address" in proc.stderr, proc.stderr
 
 
 def test_submit_validation_rejects_a_cluster_shape_the_batch_does_not_divide() -> None:
@@ -218,11 +229,146 @@ def test_submit_validation_rejects_a_cluster_shape_the_batch_does_not_divide() -
     # local validation must refuse before anything reaches a cluster (no Ray needed: it fails first).
     proc = run(
         ["bash", str(CLUSTER / "submit.sh")],
-        env={"RAY_ADDRESS": "http://127.0.0.1:9", "NNODES": "3", "GPUS_PER_NODE": "8"},
+        env={**PATHS, "RAY_ADDRESS": "http://127.0.0.1:9", "NNODES": "3", "GPUS_PER_NODE": "8"},
         timeout=300,
     )
     assert proc.returncode != 0
     assert "divisible" in proc.stderr and "config validation failed" in proc.stderr, proc.stderr
+
+
+def test_submit_validation_names_a_missing_path_variable() -> None:
+    proc = run(
+        ["bash", str(CLUSTER / "submit.sh")],
+        env={"CKPT_DIR": "/shared/ckpts", "RAY_ADDRESS": "http://127.0.0.1:9"},
+        timeout=300,
+    )
+    assert proc.returncode != 0
+    assert "DATA_DIR is not set for the job" in proc.stderr, proc.stderr
+
+
+def fake_ray(bin_dir: Path, record: Path, script: str = "") -> Path:
+    """A `ray` on PATH that records its arguments (and environment) and exits 0, or runs ``script``."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    python = bin_dir / "python"  # a wrapper, not a symlink: the venv must stay active
+    python.write_text(f'#!/usr/bin/env bash\nexec {sys.executable} "$@"\n')
+    python.chmod(0o755)
+    ray = bin_dir / "ray"
+    ray.write_text(
+        "#!/usr/bin/env bash\n"
+        f'printf "%s\\n" "$@" > {record}\n'
+        f"env > {record}.env\n" + (script or "exit 0\n")
+    )
+    ray.chmod(0o755)
+    return ray
+
+
+def test_what_submit_validates_is_what_it_submits(tmp_path: Path) -> None:
+    # The old bug: GCPO_ALPHA=2 validated alpha=2 while the job trained alpha=1. Now submit.sh
+    # validates the very command and env_vars it hands to `ray job submit` (a recording fake here),
+    # and settings exported in the shell reach neither.
+    record = tmp_path / "submitted"
+    fake_ray(tmp_path / "bin", record)
+    env = {
+        **PATHS,
+        "PYTHON": str(tmp_path / "bin" / "python"),
+        "CONFIG": "gcpo_qwen2.5_7b",
+        "NNODES": "2",
+        "GCPO_ALPHA": "2",
+        "COPO_K": "9",
+        "GPUS_PER_NODE": "4",
+    }
+    proc = run(["bash", str(CLUSTER / "submit.sh"), "--", "algorithm.gcpo.beta=0.5"], env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    checked = re.search(r"\[validate_job\] OK (.*)", proc.stderr)
+    assert checked, proc.stderr
+    argv = record.read_text().splitlines()
+    call = validate_job.parse_submit_line(shlex.join(["ray", *argv]))
+    # Compose the submitted job from scratch, in an environment holding only what the job gets.
+    job_call, config, read = validate_job.compose_job(call.entrypoint, call.env_vars)
+    assert job_call.config_name == "gcpo_qwen2.5_7b" and job_call.overrides == ["algorithm.gcpo.beta=0.5"]
+    assert (config.algorithm.gcpo.alpha, config.algorithm.gcpo.beta) == (1.0, 0.5)
+    assert float(config.algorithm.copo.k) == 5.0
+    assert (config.trainer.nnodes, config.trainer.n_gpus_per_node) == (2, 4)
+    assert set(read) == {"DATA_DIR", "CKPT_DIR", "NNODES", "GPUS_PER_NODE"}
+    assert validate_job._report(job_call, config, read).split("] OK ", 1)[1] == checked.group(1)
+
+
+def test_forward_list_is_exactly_what_the_configs_read() -> None:
+    # One forward list (common.sh) for submit.sh and the start scripts; it must name every variable a
+    # shipped config reads, and nothing else (a path added to a YAML must be forwarded too).
+    proc = run(["bash", "-c", f"source {CLUSTER / 'common.sh'} && echo $COPO_JOB_ENV_VARS"])
+    forwarded = set(proc.stdout.split())
+    read = set()
+    for yaml_file in (ROOT / "recipe" / "copo" / "config").rglob("*.yaml"):
+        read |= set(validate_job.ENV_INTERPOLATION.findall(yaml_file.read_text()))
+    assert forwarded == read == {"MODEL_PATH", "DATA_DIR", "CKPT_DIR", "NNODES", "GPUS_PER_NODE"}
+
+
+def test_ray_daemons_never_inherit_a_job_variable(tmp_path: Path) -> None:
+    # A node's own DATA_DIR/CKPT_DIR (e.g. from its env file) must not reach a job: the job would
+    # read a value submit.sh never validated.
+    record = tmp_path / "ray_args"
+    fake_ray(tmp_path / "bin", record, 'echo "fake ray failed" >&2\nexit 1\n')
+    env = {
+        **PATHS,
+        "MODEL_PATH": "/m",
+        "PYTHON": str(tmp_path / "bin" / "python"),
+        "SKIP_ENV_CHECK": "1",
+        "RAY_START_ATTEMPTS": "1",
+        "COPO_RAY_STATE_DIR": str(tmp_path / "state"),
+        "RAY_TEMP_DIR": f"/tmp/rd{os.getpid()}",
+        "NODE_IP": "127.0.0.1",
+        "GPUS_PER_NODE": "0",
+        "HF_HOME": "/keep/me",
+    }
+    run(["bash", str(CLUSTER / "start_head.sh")], env=env, timeout=120)
+    seen = dict(line.split("=", 1) for line in Path(f"{record}.env").read_text().splitlines() if "=" in line)
+    assert not {"MODEL_PATH", "DATA_DIR", "CKPT_DIR", "NNODES", "GPUS_PER_NODE"} & set(seen)
+    assert seen["HF_HOME"] == "/keep/me"  # the node's other settings still reach Ray
+    shutil.rmtree(env["RAY_TEMP_DIR"], ignore_errors=True)
+
+
+def test_node_ip_detection_skips_loopback(tmp_path: Path) -> None:
+    # `hostname -I` first answering a loopback address must not make the head advertise it; with no
+    # other address the start script fails naming NODE_IP. (Fake `ip`/`hostname`: nothing is sent.)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    tools = {
+        "ip": "exit 1\n",  # no `ip`: detection falls through to hostname -I
+        "hostname": 'if [ "$1" = -I ]; then echo "$FAKE_ADDRESSES"; else echo vm; fi\n',
+    }
+    for name, body in tools.items():
+        (bin_dir / name).write_text("#!/usr/bin/env bash\n" + body)
+        (bin_dir / name).chmod(0o755)
+    base = {"PATH": f"{bin_dir}:{Path(sys.executable).parent}:{os.environ['PATH']}", "GPUS_PER_NODE": "0"}
+    env = {**base, "FAKE_ADDRESSES": "127.0.1.1 10.20.30.40"}
+    proc = run(["bash", str(CLUSTER / "start_head.sh"), "--dry-run"], env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "--node-ip-address=10.20.30.40" in proc.stdout
+    proc = run(["bash", str(CLUSTER / "start_head.sh"), "--dry-run"], env={**base, "FAKE_ADDRESSES": "127.0.1.1"})
+    assert proc.returncode != 0 and "non-loopback" in proc.stderr and "NODE_IP" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize(("final", "expected_rc"), [("SUCCEEDED", 0), ("FAILED", 1)])
+def test_a_dropped_log_stream_does_not_end_the_job_wait(tmp_path: Path, final: str, expected_rc: int) -> None:
+    # Under Slurm the batch script lives as long as follow_job: a log stream that exits non-zero while
+    # the job still runs must be reopened, and only the job's final status decides the exit code.
+    calls = tmp_path / "calls"
+    script = (
+        f'echo "$1 $2" >> {calls}\n'
+        'if [ "$2" = logs ]; then echo "stream dropped" >&2; exit 1; fi\n'
+        f'n=$(grep -c status {calls})\n'
+        f'if [ "$n" -lt 2 ]; then echo "Status for job: RUNNING"; else echo "Status for job: {final}"; fi\n'
+    )
+    fake_ray(tmp_path / "bin", tmp_path / "args", script)
+    env = {"PYTHON": str(tmp_path / "bin" / "python"), "FOLLOW_RETRY_S": "0"}
+    proc = run(
+        ["bash", "-c", f"set -euo pipefail; source {CLUSTER / 'common.sh'}; follow_job http://h:8265 job1"],
+        env=env,
+    )
+    assert proc.returncode == expected_rc, proc.stderr
+    assert calls.read_text().split() == ["job", "logs", "job", "status", "job", "logs", "job", "status"]
+    assert f"job job1 {final}" in proc.stderr
 
 
 def test_gpu_smoke_dry_run_is_a_valid_two_step_single_gpu_config(tmp_path: Path) -> None:
@@ -235,7 +381,7 @@ def test_gpu_smoke_dry_run_is_a_valid_two_step_single_gpu_config(tmp_path: Path)
     )
     assert proc.returncode == 0, proc.stderr
     train_line, eval_line = [ln for ln in proc.stdout.splitlines() if ln.strip()]
-    call = validate_job.parse_trainer_command(train_line)
+    call = validate_job.parse_trainer_command(shlex.split(train_line))
     from recipe.copo.config_check import compose_and_validate
 
     config = compose_and_validate(call.overrides, config_name=call.config_name)
@@ -262,8 +408,8 @@ def test_gpu_smoke_dry_run_is_a_valid_two_step_single_gpu_config(tmp_path: Path)
     [
         (
             ["scripts/cluster/submit.sh", "--dry-run"],
-            {"RUN_SCRIPT": "recipe/copo/nope.sh"},
-            "RUN_SCRIPT='recipe/copo/nope.sh'",
+            {"CONFIG": "copo_nope"},
+            "CONFIG='copo_nope' is not a config of recipe/copo/config/",
         ),
         (
             ["scripts/cluster/submit.sh", "--dry-run"],
@@ -272,9 +418,9 @@ def test_gpu_smoke_dry_run_is_a_valid_two_step_single_gpu_config(tmp_path: Path)
         ),
         (["scripts/cluster/submit.sh", "--dry-run"], {"NNODES": "two"}, "NNODES='two'"),
         (
-            ["scripts/cluster/submit.sh", "--run-script", "/etc/hostname", "--dry-run"],
+            ["scripts/cluster/submit.sh", "--run-script", "recipe/copo/run_copo_qwen2.5_7b.sh", "--dry-run"],
             {},
-            "outside WORKING_DIR",
+            "--config NAME",
         ),
         (["scripts/cluster/start_worker.sh", "--dry-run"], {}, "HEAD_ADDRESS is not set"),
         (["scripts/cluster/start_worker.sh", "--dry-run"], {"HEAD_ADDRESS": "10.0.0.1"}, "IP:PORT"),
@@ -413,23 +559,26 @@ def test_head_submit_stop_round_trip(tmp_path: Path) -> None:
         again = run(["bash", str(CLUSTER / "start_head.sh")], env={**env, "SKIP_ENV_CHECK": "1"})
         assert again.returncode != 0 and "run stop.sh first" in again.stderr
 
-        # A real job through submit.sh: its own working dir, runtime env and run script.
+        # A real job through submit.sh: its own working dir and runtime env, and a stand-in for the
+        # job's interpreter (JOB_PYTHON) that reports what the job received.
         work = tmp_path / "work"
         (work / "jobs").mkdir(parents=True)
-        (work / "jobs" / "hello.sh").write_text(
+        hello = work / "jobs" / "hello.sh"
+        hello.write_text(
             '#!/usr/bin/env bash\necho "job-args:$*"\necho "cwd-has:$(ls jobs)"\n'
-            'echo "job-env:${COPO_TEST_VAR:-}:${COPO_K:-}"\n'
+            'echo "job-env:${COPO_TEST_VAR:-}:${DATA_DIR:-}:${COPO_K:-}"\n'
         )
+        hello.chmod(0o755)
         runtime_env = tmp_path / "rt.yaml"
         runtime_env.write_text("env_vars:\n  COPO_TEST_VAR: '1'\n")
         submit_env = {
             "RAY_ADDRESS": f"http://127.0.0.1:{dash}",
             "WORKING_DIR": str(work),
             "RUNTIME_ENV": str(runtime_env),
-            "RUN_SCRIPT": "jobs/hello.sh",
+            "JOB_PYTHON": "./jobs/hello.sh",
+            "CONFIG": "copo_cpu",
             "VALIDATE": "0",
-            "NNODES": "1",
-            "GPUS_PER_NODE": "0",
+            "DATA_DIR": "/data",
             "COPO_K": "1",
         }
         # RAY_AUTH_MODE unset on the client: submit.sh must find the token and enable it.
@@ -439,8 +588,9 @@ def test_head_submit_stop_round_trip(tmp_path: Path) -> None:
             timeout=300,
         )
         assert job.returncode == 0, job.stdout + job.stderr
-        assert "job-args:trainer.nnodes=1 trainer.n_gpus_per_node=0 x=1" in job.stdout
-        assert "job-env:1:1" in job.stdout  # runtime_env env_vars and forwarded variables reach the job
+        assert "job-args:-m recipe.copo.main_copo --config-name copo_cpu x=1" in job.stdout
+        # the runtime env's variables and the forwarded path reach the job; a setting does not
+        assert "job-env:1:/data:" in job.stdout
         assert "cwd-has:hello.sh" in job.stdout
     finally:
         stop = run(["bash", str(CLUSTER / "stop.sh")], env=env, timeout=180)

@@ -73,7 +73,7 @@ def setup_extras() -> dict[str, list[str]]:
     """The CPU and GPU lists from setup.py, read without running setup()."""
     source = (ROOT / "setup.py").read_text()
     source = source.split("\nsetup(", 1)[0]  # definitions only
-    namespace: dict = {}
+    namespace: dict = {"__file__": str(ROOT / "setup.py")}
     exec(compile(source, "setup.py", "exec"), namespace)  # setup.py is this repo's own file
     return {"cpu": namespace["CPU"], "gpu": namespace["GPU"], "verl": namespace["VERL"]}
 
@@ -163,9 +163,59 @@ def test_gpu_base_matches_verl_cuda_and_python() -> None:
     assert "flash-attn-cu130torch211" in metadata and "torch==2.11.0" in metadata
     ref = values(GPU, "FROM")[0].split()[0]
     assert ref.startswith("nvidia/cuda:13.0."), ref
-    assert "devel" in ref and "ubuntu24.04" in ref, ref  # nvcc for flash-attn; Python 3.12 from the OS
+    assert "devel" in ref and "ubuntu24.04" in ref, ref  # nvcc for vLLM's JIT kernels; Python 3.12 from the OS
     assert "python3.12" in " ".join(values(GPU, "RUN"))
     assert re.search(r"Requires-Python: <3\.13", metadata)
+
+
+def verl_extra_requirements(extra: str) -> dict[str, str]:
+    """Requirement name -> specifier of one extra of the installed verl 0.9.1 (its METADATA)."""
+    meta = Path(importlib.util.find_spec("verl").origin).parents[1] / "verl-0.9.1.dist-info" / "METADATA"
+    out: dict[str, str] = {}
+    for line in meta.read_text().splitlines():
+        match = re.fullmatch(rf'Requires-Dist: ([A-Za-z0-9_.\-\[\]]+)\s*([^;]*); extra == "{extra}"', line)
+        if match:
+            out[match.group(1)] = match.group(2).strip()
+    return out
+
+
+def test_gpu_extra_pins_follow_verl_vllm_extra_and_need_no_flash_attn() -> None:
+    # What `pip install ".[gpu]"` gets is verl[vllm]==0.9.1's pins; flash-attn is not among them (it is
+    # verl's separate flash-attn-cu130torch211 extra: a source build, as PyPI has no wheel of it).
+    vllm = verl_extra_requirements("vllm")
+    assert (vllm["torch"], vllm["vllm"], vllm["transformers"]) == ("==2.11.0", "==0.24.0", "==5.9.0")
+    assert not any(name.startswith("flash") for name in vllm), vllm
+    assert verl_extra_requirements("flash-attn-cu130torch211") == {"flash-attn": "==2.8.3"}
+    # The versions the docs and setup.py state are the ones verl pins.
+    stated = "torch 2.11.0 CUDA, vllm 0.24.0, transformers 5.9.0"
+    assert stated in (ROOT / "setup.py").read_text().replace("(CUDA)", "CUDA")
+    assert "torch 2.11.0 CUDA, vLLM 0.24.0, transformers 5.9.0" in (ROOT / "docker" / "README.md").read_text()
+
+
+def test_gpu_image_builds_no_flash_attn_and_configs_do_not_need_it() -> None:
+    # The old image compiled flash-attn from source (16 jobs, CUDA 13 / torch 2.11): fragile and
+    # memory-hungry. Now nothing installs it, so the shipped GPU configs must not ask for it.
+    runs = " ".join(values(GPU, "RUN")).lower()
+    assert "flash-attn" not in runs and "flash_attn" not in runs and "max_jobs" not in runs
+    from omegaconf import OmegaConf
+
+    base = OmegaConf.load(ROOT / "recipe" / "copo" / "config" / "paper_base.yaml")
+    model = base.actor_rollout_ref.model
+    assert model.override_config.attn_implementation == "sdpa" and model.use_remove_padding is False
+
+
+def test_gpu_extra_and_image_carry_gcpo_default_embedder() -> None:
+    # GCPO's default embedder (algorithm.gcpo.embedder=minilm) comes from this package; without it a
+    # GCPO run dies at its first advantage step. Same pin as the CPU set-up (requirements/nodeps.txt).
+    from recipe.copo.embedders import MINILM_PACKAGE
+
+    nodeps = (ROOT / "requirements" / "nodeps.txt").read_text().splitlines()
+    pin = next(line.strip() for line in nodeps if line.startswith(MINILM_PACKAGE.replace("_", "-") + "=="))
+    assert pin in setup_extras()["gpu"]
+    copies = " ".join(values(GPU, "COPY"))
+    assert "requirements/nodeps.txt" in copies  # setup.py reads the pin from it in the deps layer
+    assert 'pip install ".[gpu]"' in " ".join(values(GPU, "RUN"))
+    assert "minilm_path()" in " ".join(values(GPU, "RUN"))  # the build fails if it is missing
 
 
 def test_cpu_base_is_python_slim() -> None:

@@ -22,16 +22,21 @@ def choose_backend(kind: str) -> str:
     return "vllm" if vllm_available() and visible_gpu_ids() else "hf"
 
 
-def make_backend(kind: str, model_path: str, *, batch_size: int = 16, dtype: str = "auto") -> Backend:
-    """Build a loaded backend for one model (``kind`` already resolved by ``choose_backend``)."""
+def make_backend(
+    kind: str, model_path: str, *, batch_size: int = 16, dtype: str = "auto", vllm_engine: str | None = None
+) -> Backend:
+    """Build a loaded backend for one model (``kind`` already resolved by ``choose_backend``).
+
+    ``vllm_engine`` (``module:Class``) replaces ``vllm.LLM`` in the vLLM workers (None: vLLM itself).
+    """
     if kind == "hf":
         from .hf_backend import HFBackend
 
         return HFBackend(model_path, batch_size=batch_size, dtype=dtype)
     if kind == "vllm":
-        from .vllm_backend import VLLMBackend
+        from .vllm_backend import DEFAULT_ENGINE, VLLMBackend
 
-        return VLLMBackend(model_path)
+        return VLLMBackend(model_path, engine=vllm_engine or DEFAULT_ENGINE)
     raise ValueError(f"backend {kind!r} is not buildable; call choose_backend first")
 
 

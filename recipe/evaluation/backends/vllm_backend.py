@@ -1,9 +1,11 @@
 """vLLM backend: one engine per visible GPU (data parallel), fed prompt chunks on demand.
 
-Each GPU gets a spawned worker process that pins ``CUDA_VISIBLE_DEVICES`` to its GPU *before*
-importing vLLM, loads the checkpoint once, and then serves chunks of prompts until the backend is
-closed; the parent hands the next chunk to whichever worker finishes first, so a slow shard
-never idles the other GPUs. vLLM is imported only inside the workers: this module imports on
+Each GPU gets a worker process (``python -m recipe.evaluation.backends.vllm_backend FD``, a
+process group of its own listed in ``recipe.evaluation.children``, so a stop request ends it and
+vLLM's engine processes under it) that pins ``CUDA_VISIBLE_DEVICES`` to its GPU *before*
+importing vLLM, loads the checkpoint once, and then serves chunks of prompts over a socket until
+the backend is closed or the parent goes away; the parent hands the next chunk to whichever
+worker finishes first, so a slow shard never idles the other GPUs. vLLM is imported only inside the workers: this module imports on
 machines without vLLM, and the plumbing is tested with ``EchoEngine`` in place of vLLM.
 
 Seeds: prompt j of a dataset samples with seed ``sampling.seed + j``, so results do not depend
@@ -15,13 +17,21 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.util
-import multiprocessing as mp
 import os
+import socket
+import subprocess
+import sys
 import traceback
 from collections.abc import Sequence
 from multiprocessing.connection import Connection, wait
 
+from recipe.evaluation import children
+from recipe.proc import stop_group
+
 from .base import Backend, Completion, Messages, ProgressFn, SamplingConfig, render_prompt
+
+# Seconds a worker gets to exit after the backend closes before its whole group is stopped.
+CLOSE_GRACE_S = 30.0
 
 DEFAULT_ENGINE = "recipe.evaluation.backends.vllm_backend:VLLMEngine"
 
@@ -114,7 +124,8 @@ class EchoEngine:
 
 
 def _serve(gpu_id: str, model_path: str, engine: str, engine_kwargs: dict, conn: Connection) -> None:
-    """Worker loop: load once, then answer ``(texts, seeds, kwargs)`` until ``None`` arrives."""
+    """Worker loop: load once, then answer ``(texts, seeds, kwargs)`` until ``None`` arrives or the
+    parent's end of the connection closes."""
     os.environ["CUDA_VISIBLE_DEVICES"] = gpu_id  # before vLLM/torch initialise CUDA
     try:
         llm = _load_engine(engine, model_path, engine_kwargs)
@@ -123,7 +134,10 @@ def _serve(gpu_id: str, model_path: str, engine: str, engine_kwargs: dict, conn:
         conn.send(("error", traceback.format_exc()))
         return
     while True:
-        message = conn.recv()
+        try:
+            message = conn.recv()
+        except EOFError:  # the parent is gone
+            return
         if message is None:
             return
         texts, seeds, kwargs = message
@@ -158,21 +172,20 @@ class VLLMBackend(Backend):
             )
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
         self.chunk_size = chunk_size
-        ctx = mp.get_context("spawn")  # CUDA cannot be re-initialised in a forked child
-        self._workers: list[tuple[mp.process.BaseProcess, Connection]] = []
-        for gpu in gpu_ids:
-            parent, child = ctx.Pipe()
-            proc = ctx.Process(
-                target=_serve, args=(gpu, model_path, engine, engine_kwargs or {}, child), daemon=True
-            )
-            proc.start()
-            child.close()
-            self._workers.append((proc, parent))
-        for gpu, (_, conn) in zip(gpu_ids, self._workers, strict=True):
-            status, payload = conn.recv()
-            if status != "ready":
-                self.close()
-                raise RuntimeError(f"vLLM engine on GPU {gpu} failed to load {model_path}:\n{payload}")
+        self._workers: list[tuple[subprocess.Popen, Connection]] = []
+        try:
+            for gpu in gpu_ids:
+                self._workers.append(_start_worker(gpu, model_path, engine, engine_kwargs or {}))
+            for gpu, (_, conn) in zip(gpu_ids, self._workers, strict=True):
+                try:
+                    status, payload = conn.recv()
+                except EOFError:
+                    status, payload = "error", "the worker exited before it was ready (see its output above)"
+                if status != "ready":
+                    raise RuntimeError(f"vLLM engine on GPU {gpu} failed to load {model_path}:\n{payload}")
+        except BaseException:
+            self.close()
+            raise
 
     @property
     def num_workers(self) -> int:
@@ -215,10 +228,47 @@ class VLLMBackend(Backend):
         return results  # type: ignore[return-value]
 
     def close(self) -> None:
-        for proc, conn in self._workers:
+        """Ask every worker to exit; stop the whole group (vLLM's processes too) of any that lingers."""
+        for _, conn in self._workers:
             with contextlib.suppress(BrokenPipeError, OSError):  # the worker may already be gone
                 conn.send(None)
-            proc.join(timeout=30)
-            if proc.is_alive():
-                proc.terminate()
+        for proc, conn in self._workers:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=CLOSE_GRACE_S)
+            stop_group(proc, grace_s=10.0)  # vLLM's engine processes may outlive their worker
+            conn.close()
+            children.forget(proc)
         self._workers = []
+
+
+def _start_worker(
+    gpu: str, model_path: str, engine: str, engine_kwargs: dict
+) -> tuple[subprocess.Popen, Connection]:
+    """Start one worker (own process group, listed in children.CHILDREN) and send it what to load."""
+    parent, child = socket.socketpair()
+    try:
+        proc = children.start(
+            [sys.executable, "-m", __name__, str(child.fileno()), gpu],
+            pass_fds=[child.fileno()],
+            env={**os.environ, "CUDA_VISIBLE_DEVICES": gpu},
+        )
+    finally:
+        child.close()
+    conn = Connection(parent.detach())
+    conn.send((model_path, engine, engine_kwargs))
+    return proc, conn
+
+
+def _worker_main(argv: list[str]) -> None:
+    """Entry of a worker process: ``python -m recipe.evaluation.backends.vllm_backend FD GPU``."""
+    fd, gpu = int(argv[0]), argv[1]
+    conn = Connection(fd)
+    try:
+        model_path, engine, engine_kwargs = conn.recv()
+    except EOFError:
+        return
+    _serve(gpu, model_path, engine, engine_kwargs, conn)
+
+
+if __name__ == "__main__":
+    _worker_main(sys.argv[1:])

@@ -1,16 +1,23 @@
 """Every shipped run script composes to a valid config (Hydra + verl's dataclasses + the recipe's
-checks) without running anything, carries the paper's settings, and lets user overrides win."""
+checks) without running anything, carries the paper's settings, and lets user overrides win.
+
+Each run script is `python -m recipe.copo.main_copo --config-name <run> "$@"`: the tests compose the
+command the script prints (DRY_RUN=1), config name included, with the paths the configs read from the
+environment set (DATA_DIR, CKPT_DIR)."""
 
 from __future__ import annotations
 
 import os
 import shlex
 import subprocess
+import sys
+from collections.abc import Iterator
 
 import pytest
 from hydra.errors import ConfigCompositionException
 from omegaconf import DictConfig
 
+from copo_core import BLEND_MODES
 from recipe.copo.config_check import CopoConfigError, compose_and_validate
 from tests.paths import REPO
 
@@ -18,6 +25,32 @@ RECIPE = REPO / "recipe" / "copo"
 RUN_SCRIPTS = sorted(p.name for p in RECIPE.glob("run_*.sh") if p.name != "run_ablation.sh")
 ABLATIONS = ["global_only", "soft", "soft_with_forced", "zero", "forced", "soft_with_zero", "local_only"]
 ENTRY = ["-m", "recipe.copo.main_copo"]
+PATHS = {"DATA_DIR": "/shared/data/copo", "CKPT_DIR": "/shared/ckpts"}
+# Settings that used to travel as environment variables between scripts: none may reach a config now.
+OLD_SETTING_VARS = {
+    "ADV_ESTIMATOR": "gcpo",
+    "LOSS_MODE": "vanilla",
+    "COPO_K": "9",
+    "COPO_B": "3",
+    "BLEND_MODE": "soft",
+    "ROLLOUT_N": "3",
+    "TRAIN_BATCH_SIZE": "8",
+    "TOTAL_STEPS": "2",
+    "GCPO_ALPHA": "2.0",
+    "GCPO_EMBEDDER": "hash",
+    "EXTRA_ARGS": "algorithm.copo.k=9",
+    "ABLATION": "zero",
+    "SIZE": "3b",
+}
+
+
+@pytest.fixture(autouse=True)
+def _paths(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for key, value in PATHS.items():
+        monkeypatch.setenv(key, value)
+    for key in ("MODEL_PATH", "NNODES", "GPUS_PER_NODE", *OLD_SETTING_VARS):
+        monkeypatch.delenv(key, raising=False)
+    yield
 
 
 def dry_run(script: str, *args: str, **env: str) -> list[str]:
@@ -37,13 +70,21 @@ def dry_run(script: str, *args: str, **env: str) -> list[str]:
     return shlex.split(lines[0])
 
 
-def overrides_of(argv: list[str]) -> list[str]:
+def config_and_overrides(argv: list[str]) -> tuple[str, list[str]]:
+    """``--config-name X OVERRIDES`` after ``-m recipe.copo.main_copo`` (every run script names one)."""
     at = next(i for i in range(len(argv) - 1) if argv[i : i + 2] == ENTRY)
-    return argv[at + 2 :]
+    rest = argv[at + 2 :]
+    assert rest[0] == "--config-name", rest
+    return rest[1], rest[2:]
+
+
+def overrides_of(argv: list[str]) -> list[str]:
+    return config_and_overrides(argv)[1]
 
 
 def compose_script(script: str, *args: str, **env: str) -> DictConfig:
-    return compose_and_validate(overrides_of(dry_run(script, *args, **env)))
+    config_name, overrides = config_and_overrides(dry_run(script, *args, **env))
+    return compose_and_validate(overrides, config_name=config_name)
 
 
 def test_every_family_is_shipped() -> None:
@@ -58,6 +99,24 @@ def test_every_family_is_shipped() -> None:
         "submit_ray_job.sh",
     ):
         assert (RECIPE / name).is_file(), name
+    for name in (
+        "copo_qwen2.5_7b",
+        "copo_qwen2.5_3b",
+        "grpo_qwen2.5_7b",
+        "grpo_qwen2.5_3b",
+        "dapo_qwen2.5_7b",
+        "dapo_qwen2.5_3b",
+        "gcpo_qwen2.5_7b",
+    ):
+        assert (RECIPE / "config" / f"{name}.yaml").is_file(), name
+        assert (RECIPE / f"run_{name}.sh").is_file(), name  # run_<config>.sh runs config <config>
+        assert config_and_overrides(dry_run(f"run_{name}.sh")) == (name, [])
+
+
+def test_ablation_group_offers_every_blend_mode() -> None:
+    # One option per mode of copo_core (the modes' one source of truth), no more, no fewer.
+    options = sorted(p.stem for p in (RECIPE / "config" / "ablation").glob("*.yaml"))
+    assert options == sorted(BLEND_MODES) == sorted(ABLATIONS)
 
 
 @pytest.mark.parametrize("script", RUN_SCRIPTS)
@@ -68,16 +127,20 @@ def test_run_script_composes_and_validates(script: str) -> None:
 
 @pytest.mark.parametrize("ablation", ABLATIONS)
 def test_ablation_script_composes(ablation: str) -> None:
-    config = compose_script("run_ablation.sh", ABLATION=ablation)
+    config = compose_script("run_ablation.sh", ablation)
     assert config.algorithm.copo.blend_mode == ablation
     assert config.algorithm.adv_estimator == "copo"
+    # each ablation trains into its own folder (a resume never picks up another mode's checkpoint)
+    assert f"copo_{ablation}_qwen2.5_7b" in config.trainer.default_local_dir
+    three_b = compose_script("run_ablation.sh", ablation, "3b")
+    assert three_b.algorithm.copo.blend_mode == ablation and three_b.actor_rollout_ref.rollout.n == 6
 
 
 def test_ablation_script_rejects_unknown_mode() -> None:
     proc = subprocess.run(
-        ["bash", str(RECIPE / "run_ablation.sh")],
+        ["bash", str(RECIPE / "run_ablation.sh"), "softt"],
         cwd=REPO,
-        env={**os.environ, "DRY_RUN": "1", "ABLATION": "softt"},
+        env={**os.environ, "DRY_RUN": "1"},
         capture_output=True,
         text=True,
         check=False,
@@ -137,23 +200,56 @@ def test_grpo_and_dapo_baselines(size: str) -> None:
 
 def test_user_overrides_win_over_script_defaults() -> None:
     argv = dry_run("run_copo_qwen2.5_7b.sh", "algorithm.copo.k=9", "actor_rollout_ref.rollout.n=4")
-    config = compose_and_validate(overrides_of(argv))
+    config_name, overrides = config_and_overrides(argv)
+    config = compose_and_validate(overrides, config_name=config_name)
     assert config.algorithm.copo.k == 9 and config.actor_rollout_ref.rollout.n == 4
 
 
-def test_env_vars_select_estimator_for_reuse_by_gcpo() -> None:
+def test_overrides_select_estimator_for_reuse_by_gcpo() -> None:
     argv = dry_run(
         "run_copo_qwen2.5_7b.sh",
-        ADV_ESTIMATOR="gcpo",
-        LOSS_MODE="vanilla",
-        EXTRA_ARGS="algorithm.gcpo.beta=0.5 algorithm.gcpo.embedder=hash",
+        "algorithm.adv_estimator=gcpo",
+        "actor_rollout_ref.actor.policy_loss.loss_mode=vanilla",
+        "algorithm.gcpo.beta=0.5",
+        "algorithm.gcpo.embedder=hash",
     )
-    config = compose_and_validate(overrides_of(argv))
+    config_name, overrides = config_and_overrides(argv)
+    config = compose_and_validate(overrides, config_name=config_name)
     assert (config.algorithm.adv_estimator, config.actor_rollout_ref.actor.policy_loss.loss_mode) == (
         "gcpo",
         "vanilla",
     )
     assert config.algorithm.gcpo.beta == 0.5 and config.algorithm.gcpo.embedder == "hash"
+
+
+def test_settings_never_come_from_the_environment() -> None:
+    # The old env-var chains (COPO_K, GCPO_ALPHA, ADV_ESTIMATOR, ...) are gone: setting them changes
+    # nothing, so a validated config cannot differ from the trained one through them.
+    for script in RUN_SCRIPTS:
+        assert dry_run(script, **OLD_SETTING_VARS) == dry_run(script), script
+    config = compose_script("run_copo_qwen2.5_7b.sh", **OLD_SETTING_VARS)
+    assert (config.algorithm.adv_estimator, float(config.algorithm.copo.k)) == ("copo", 5.0)
+
+
+def test_paths_and_shape_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MODEL_PATH", "/models/q7")
+    monkeypatch.setenv("NNODES", "2")
+    monkeypatch.setenv("GPUS_PER_NODE", "4")
+    c = compose_script("run_copo_qwen2.5_7b.sh")
+    assert c.actor_rollout_ref.model.path == "/models/q7"
+    assert (c.trainer.nnodes, c.trainer.n_gpus_per_node) == (2, 4)
+    assert c.data.train_files == "/shared/data/copo/dapo_math_17k.parquet"
+    assert list(c.data.val_files) == ["/shared/data/copo/math500.parquet", "/shared/data/copo/gsm8k.parquet"]
+    assert c.trainer.default_local_dir == f"/shared/ckpts/copo/{c.trainer.experiment_name}"
+
+
+@pytest.mark.parametrize("missing", ["DATA_DIR", "CKPT_DIR"])
+def test_required_paths_fail_naming_the_variable(missing: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(missing)
+    from omegaconf import OmegaConf
+
+    with pytest.raises(Exception, match=missing):
+        OmegaConf.resolve(compose_script("run_copo_qwen2.5_7b.sh"))
 
 
 def test_submit_script_dry_run_wraps_the_run_script() -> None:
@@ -162,10 +258,17 @@ def test_submit_script_dry_run_wraps_the_run_script() -> None:
         "recipe/copo/run_copo_qwen2.5_7b.sh",
         "trainer.nnodes=2",
         RAY_ADDRESS="http://h:8265",
+        PYTHON=sys.executable,  # the interpreter the job runs with on the cluster
     )
-    assert argv[:3] == ["ray", "job", "submit"]
-    assert "--address=http://h:8265" in argv and "--runtime-env=recipe/copo/runtime_env.yaml" in argv
-    assert argv[argv.index("--") + 1 :] == ["bash", "recipe/copo/run_copo_qwen2.5_7b.sh", "trainer.nnodes=2"]
+    assert os.path.basename(argv[0]) == "ray" and argv[1:3] == ["job", "submit"]
+    assert "--address=http://h:8265" in argv and any(a.startswith("--runtime-env-json=") for a in argv)
+    assert argv[argv.index("--") + 1 :] == [
+        sys.executable,
+        *ENTRY,
+        "--config-name",
+        "copo_qwen2.5_7b",
+        "trainer.nnodes=2",
+    ]
 
 
 # --- negative cases: a typo or an inconsistent selection must fail before anything runs ---------
@@ -235,4 +338,31 @@ def test_bad_values_fail(override: str, match: str) -> None:
 
 def test_gcpo_estimator_needs_vanilla_loss() -> None:
     with pytest.raises(CopoConfigError, match="vanilla"):
-        compose_script("run_copo_qwen2.5_7b.sh", ADV_ESTIMATOR="gcpo", LOSS_MODE="copo")
+        compose_script(
+            "run_copo_qwen2.5_7b.sh",
+            "algorithm.adv_estimator=gcpo",
+            "actor_rollout_ref.actor.policy_loss.loss_mode=copo",
+        )
+
+
+# --- cluster-path decisions the configs make (README "Run on a GPU cluster", docs/REPRODUCE.md) --------
+
+GPU_CONFIGS = [p.name[len("run_") : -len(".sh")] for p in sorted(RECIPE.glob("run_*_qwen2.5_*.sh"))]
+
+
+@pytest.mark.parametrize("config_name", GPU_CONFIGS)
+def test_gpu_runs_use_fsdp2_save_where_they_validate_and_keep_few_checkpoints(config_name: str) -> None:
+    c = compose_and_validate([], config_name=config_name)
+    # FSDP2 for actor and reference, as the docs say (and as the CPU end-to-end tests run)
+    assert c.actor_rollout_ref.actor.strategy == "fsdp2" and c.actor_rollout_ref.ref.strategy == "fsdp2"
+    # ~90 GB per 7B checkpoint: keep 2, saved at the validated steps
+    assert c.trainer.max_actor_ckpt_to_keep == 2
+    assert c.trainer.save_freq == c.trainer.test_freq == 10 and c.trainer.val_before_train
+    assert c.trainer.default_local_dir.startswith(PATHS["CKPT_DIR"] + "/")
+
+
+def test_docs_and_configs_agree_on_the_engine() -> None:
+    for doc in (REPO / "README.md", REPO / "docs" / "REPRODUCE.md"):
+        text = doc.read_text()
+        assert "FSDP2" in text and "fsdp2" in text, doc
+        assert "FSDP1" not in text, f"{doc} names FSDP1, which no shipped GPU config runs"

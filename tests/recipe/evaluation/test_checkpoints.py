@@ -145,12 +145,13 @@ def test_missing_shards_fail_before_merging(tmp_path: Path) -> None:
 def test_failed_merge_reports_and_leaves_nothing(verl_run: Path, tmp_path: Path, monkeypatch) -> None:
     calls = []
 
-    def failing_merger(cmd, **kwargs):
+    def failing_merger(cmd, **kwargs):  # in place of children.start: a merger that fails half-way
         calls.append(cmd)
         Path(cmd[cmd.index("--target_dir") + 1], "partial.bin").write_bytes(b"x")  # half-written output
-        return subprocess.CompletedProcess(cmd, returncode=1, stdout="", stderr="Boom: out of memory")
+        fail = "import sys; sys.stderr.write('Boom: out of memory'); sys.exit(1)"
+        return subprocess.Popen([sys.executable, "-c", fail], **kwargs)
 
-    monkeypatch.setattr(checkpoints.subprocess, "run", failing_merger)
+    monkeypatch.setattr(checkpoints.children, "start", failing_merger)
     spec = discover_models([str(verl_run / "global_step_2")])[0]
     with pytest.raises(RuntimeError, match="model merger failed(.|\\n)*Boom"):
         resolve_hf_path(spec, tmp_path, log=lambda m: None)

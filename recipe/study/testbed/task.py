@@ -1,0 +1,177 @@
+"""The testbed's synthetic task: multi-digit addition, one difficulty level per operand length pair.
+
+A problem is ``What is a + b?`` (plus the project's fixed instruction, ``data_prep.schema``); the
+answer is ``a + b`` and the policy is taught to reply ``\\boxed{a + b}``, the form the project's
+reward extracts first (``recipe.reward.extract``). A level ``(m, n)`` adds an m-digit and an n-digit
+number (in random order when m != n); each level is one ``data_source`` (``testbed/add<m>x<n>``),
+so verl's validation and the census report every level apart.
+
+Three disjoint sets are drawn from one seeded stream, in this order: the validation problems, the
+RL training problems, then the supervised fine-tuning (SFT) stream, which skips every problem of the
+first two. Problems are compared as unordered pairs ({a, b}), so ``b + a`` never leaks a held-out
+``a + b`` into training. Validation and training hold the same number of problems per level.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from data_prep.io import write_parquet_atomic
+from data_prep.schema import INSTRUCTION, make_row
+
+DATA_SOURCE_PREFIX = "testbed/add"
+
+
+@dataclass(frozen=True)
+class Problem:
+    a: int
+    b: int
+    level: tuple[int, int]
+
+    @property
+    def question(self) -> str:
+        return f"What is {self.a} + {self.b}?"
+
+    @property
+    def answer(self) -> str:
+        return str(self.a + self.b)
+
+    @property
+    def target(self) -> str:
+        """The SFT response (the end-of-turn token is appended by the tokenizer side)."""
+        return "\\boxed{" + self.answer + "}"
+
+    @property
+    def data_source(self) -> str:
+        return f"{DATA_SOURCE_PREFIX}{self.level[0]}x{self.level[1]}"
+
+    @property
+    def key(self) -> tuple[int, int]:
+        """Identity of the problem up to the order of the operands."""
+        return (min(self.a, self.b), max(self.a, self.b))
+
+    def messages(self) -> list[dict[str, str]]:
+        """The chat prompt verl's agent loop renders (the row's ``prompt``)."""
+        return [{"role": "user", "content": self.question + "\n" + INSTRUCTION}]
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """What the testbed's problems are; part of the cache key.
+
+    Attributes:
+        levels: one ``(m, n)`` per level: an m-digit plus an n-digit number (leading digits >= 1).
+        sft_weights: share of each level in the SFT stream (normalised; same order as ``levels``).
+        train_per_level: RL training problems per level.
+        val_per_level: held-out validation problems per level.
+        seed: seed of the one stream that draws validation, training and SFT problems.
+    """
+
+    levels: tuple[tuple[int, int], ...] = ((2, 1), (2, 2), (3, 2), (3, 3))
+    sft_weights: tuple[float, ...] = (1.0, 1.0, 1.0, 1.0)
+    train_per_level: int = 256
+    val_per_level: int = 64
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.levels or len(set(self.levels)) != len(self.levels):
+            raise ValueError(f"TaskSpec.levels must be distinct (m, n) digit pairs, got {self.levels}")
+        if len(self.sft_weights) != len(self.levels) or any(w < 0 for w in self.sft_weights):
+            raise ValueError(
+                f"TaskSpec.sft_weights needs one non-negative weight per level {self.levels}, got {self.sft_weights}"
+            )
+        if sum(self.sft_weights) <= 0:
+            raise ValueError("TaskSpec.sft_weights must not all be 0")
+        for level in self.levels:
+            if len(level) != 2 or min(level) < 1:
+                raise ValueError(f"TaskSpec.levels: {level} is not a pair of positive digit counts")
+            space = distinct_problems(level)
+            # leave at least half of the level's problems to the SFT stream
+            if (self.train_per_level + self.val_per_level) * 2 > space:
+                raise ValueError(
+                    f"level {level}: {self.train_per_level} train + {self.val_per_level} val problems are too "
+                    f"many for its {space} distinct additions; lower them or drop the level"
+                )
+
+
+def distinct_problems(level: tuple[int, int]) -> int:
+    """Additions of an m-digit and an n-digit number, counted up to the order of the operands."""
+    m, n = level
+    count_m, count_n = 9 * 10 ** (m - 1), 9 * 10 ** (n - 1)
+    return count_m * (count_m + 1) // 2 if m == n else count_m * count_n
+
+
+def _number(rng: random.Random, digits: int) -> int:
+    return rng.randint(10 ** (digits - 1), 10**digits - 1)
+
+
+def _draw(rng: random.Random, level: tuple[int, int]) -> Problem:
+    a, b = _number(rng, level[0]), _number(rng, level[1])
+    if level[0] != level[1] and rng.random() < 0.5:
+        a, b = b, a
+    return Problem(a, b, level)
+
+
+def _draw_unique(
+    rng: random.Random, level: tuple[int, int], count: int, taken: set[tuple[int, int]]
+) -> list[Problem]:
+    out: list[Problem] = []
+    while len(out) < count:
+        problem = _draw(rng, level)
+        if problem.key not in taken:
+            taken.add(problem.key)
+            out.append(problem)
+    return out
+
+
+@dataclass
+class TaskSplits:
+    """Validation and RL training problems, and the seeded SFT stream that avoids both."""
+
+    spec: TaskSpec
+    val: list[Problem]
+    train: list[Problem]
+    _rng: random.Random
+    _taken: set[tuple[int, int]]
+
+    def sft_stream(self) -> Iterator[Problem]:
+        """Endless SFT problems: level drawn by ``sft_weights``, never a validation or training problem."""
+        rng, taken, spec = self._rng, self._taken, self.spec
+        while True:
+            level = rng.choices(spec.levels, weights=spec.sft_weights)[0]
+            problem = _draw(rng, level)
+            while problem.key in taken:  # redraw within the level, so the level mix stays as weighted
+                problem = _draw(rng, level)
+            yield problem
+
+
+def make_splits(spec: TaskSpec) -> TaskSplits:
+    """Draw the validation set, then the training set, level by level, from ``random.Random(spec.seed)``.
+
+    The training set is shuffled across levels (verl's dataloader shuffles again with ``data.seed``).
+    """
+    rng = random.Random(spec.seed)
+    taken: dict[tuple[int, int], set[tuple[int, int]]] = {level: set() for level in spec.levels}
+    val = [p for lv in spec.levels for p in _draw_unique(rng, lv, spec.val_per_level, taken[lv])]
+    train = [p for lv in spec.levels for p in _draw_unique(rng, lv, spec.train_per_level, taken[lv])]
+    rng.shuffle(train)
+    all_taken = set().union(*taken.values())
+    return TaskSplits(spec, val, train, rng, all_taken)
+
+
+def verl_rows(problems: Sequence[Problem], split: str) -> list[dict]:
+    """verl RL rows (``data_prep.schema.make_row``); ``original_id`` is ``"a+b"``."""
+    return [
+        make_row(p.data_source, p.question, p.answer, split=split, index=i, original_id=f"{p.a}+{p.b}")
+        for i, p in enumerate(problems)
+    ]
+
+
+def write_data(splits: TaskSplits, out_dir: Path) -> tuple[Path, Path]:
+    """``train.parquet`` and ``val.parquet`` in ``out_dir`` (atomic writes); returns their paths."""
+    train = write_parquet_atomic(verl_rows(splits.train, "train"), Path(out_dir) / "train.parquet")
+    val = write_parquet_atomic(verl_rows(splits.val, "test"), Path(out_dir) / "val.parquet")
+    return train, val

@@ -29,7 +29,7 @@ from typing import Any
 from data_prep.schema import INSTRUCTION
 from recipe.study.testbed.model import ModelShape, build_model
 from recipe.study.testbed.sft import SFTSpec, train_sft
-from recipe.study.testbed.task import Problem, TaskSpec, make_splits, write_data
+from recipe.study.testbed.task import OPS, Problem, TaskSpec, make_splits, write_data
 from recipe.study.testbed.tokenizer import build_tokenizer
 
 # Bump when the build code changes what it produces for the same spec (a new key, a new build).
@@ -87,8 +87,8 @@ def cache_root() -> Path:
 
 def tokenizer_corpus() -> list[str]:
     """The text the BPE merges are learned from: every fixed word of prompts and replies."""
-    sample = Problem(12, 34, (2, 2))
-    return [sample.question + "\n" + INSTRUCTION, sample.target, "user", "assistant"]
+    samples = [Problem(op, 12, 34, (op, 2, 2)) for op in OPS]
+    return [p.question + "\n" + INSTRUCTION for p in samples] + [samples[0].target, "user", "assistant"]
 
 
 def _log(message: str) -> None:
@@ -139,6 +139,12 @@ def _build_into(spec: TestbedSpec, out: Path) -> dict[str, Any]:
         "build_seconds": round(time.monotonic() - started, 1),
         "torch_threads": 1,
     }
+
+
+def locate_testbed(spec: TestbedSpec | None = None, root: Path | None = None) -> Testbed:
+    """Where ``spec``'s testbed is (or will be) cached, without building it."""
+    spec = spec or TestbedSpec()
+    return Testbed((root or cache_root()) / spec.key(), spec.key())
 
 
 def ensure_testbed(

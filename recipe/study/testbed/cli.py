@@ -18,7 +18,7 @@ from pathlib import Path
 
 from recipe.proc import Stopped
 from recipe.study.methods import METHODS, parse_methods
-from recipe.study.testbed.build import TestbedSpec, ensure_testbed
+from recipe.study.testbed.build import TestbedSpec, ensure_testbed, locate_testbed
 from recipe.study.testbed.runs import REPO_ROOT, make_jobs, planned_steps, workload
 
 DEFAULT_RUNS = REPO_ROOT / "runs" / "study_testbed"
@@ -86,7 +86,8 @@ def cmd_census(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from recipe.study.driver import run_jobs
 
-    testbed = ensure_testbed(TestbedSpec())
+    # a dry run shows the plan without building the testbed (minutes of SFT)
+    testbed = locate_testbed() if args.dry_run else ensure_testbed(TestbedSpec())
     jobs = make_jobs(testbed, args.methods, args.seeds, args.runs.resolve(), args.steps)
     print(
         f"[study] testbed {testbed.key}: {len(args.methods)} methods x {len(args.seeds)} seeds x "

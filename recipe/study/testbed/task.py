@@ -1,15 +1,20 @@
-"""The testbed's synthetic task: multi-digit addition, one difficulty level per operand length pair.
+"""The testbed's synthetic task: small arithmetic problems in difficulty levels, answered ``\\boxed{N}``.
 
-A problem is ``What is a + b?`` (plus the project's fixed instruction, ``data_prep.schema``); the
-answer is ``a + b`` and the policy is taught to reply ``\\boxed{a + b}``, the form the project's
-reward extracts first (``recipe.reward.extract``). A level ``(m, n)`` adds an m-digit and an n-digit
-number (in random order when m != n); each level is one ``data_source`` (``testbed/add<m>x<n>``),
-so verl's validation and the census report every level apart.
+A level ``(op, m, n)`` pairs an m-digit and an n-digit number (leading digit >= 1, in random order
+when m != n) under one operation:
+
+* ``add``: ``What is a + b?``, answer ``a + b``;
+* ``max``: ``Which is larger, a or b?`` (a != b), answer the larger number.
+
+The prompt is the question plus the project's fixed instruction (``data_prep.schema``); the policy
+is taught to reply ``\\boxed{answer}``, the form the project's reward extracts first
+(``recipe.reward.extract``). Each level is one ``data_source`` (``testbed/<op><m>x<n>``), so verl's
+validation and the census report every level apart.
 
 Three disjoint sets are drawn from one seeded stream, in this order: the validation problems, the
 RL training problems, then the supervised fine-tuning (SFT) stream, which skips every problem of the
-first two. Problems are compared as unordered pairs ({a, b}), so ``b + a`` never leaks a held-out
-``a + b`` into training. Validation and training hold the same number of problems per level.
+first two. Problems are compared up to the order of the operands, so ``b + a`` never leaks a
+held-out ``a + b`` into training. Validation and training hold the same number of problems per level.
 """
 
 from __future__ import annotations
@@ -22,40 +27,56 @@ from pathlib import Path
 from data_prep.io import write_parquet_atomic
 from data_prep.schema import INSTRUCTION, make_row
 
-DATA_SOURCE_PREFIX = "testbed/add"
+DATA_SOURCE_PREFIX = "testbed/"
+OPS = ("add", "max")
+Level = tuple[str, int, int]
 
 
 @dataclass(frozen=True)
 class Problem:
+    op: str
     a: int
     b: int
-    level: tuple[int, int]
+    level: Level
 
     @property
     def question(self) -> str:
+        if self.op == "max":
+            return f"Which is larger, {self.a} or {self.b}?"
         return f"What is {self.a} + {self.b}?"
 
     @property
     def answer(self) -> str:
-        return str(self.a + self.b)
+        return str(max(self.a, self.b) if self.op == "max" else self.a + self.b)
 
     @property
     def target(self) -> str:
-        """The SFT response (the end-of-turn token is appended by the tokenizer side)."""
+        """The SFT reply (the end-of-turn token is appended by the SFT code)."""
         return "\\boxed{" + self.answer + "}"
 
     @property
     def data_source(self) -> str:
-        return f"{DATA_SOURCE_PREFIX}{self.level[0]}x{self.level[1]}"
+        op, m, n = self.level
+        return f"{DATA_SOURCE_PREFIX}{op}{m}x{n}"
 
     @property
-    def key(self) -> tuple[int, int]:
+    def key(self) -> tuple[str, int, int]:
         """Identity of the problem up to the order of the operands."""
-        return (min(self.a, self.b), max(self.a, self.b))
+        return (self.op, min(self.a, self.b), max(self.a, self.b))
 
     def messages(self) -> list[dict[str, str]]:
         """The chat prompt verl's agent loop renders (the row's ``prompt``)."""
         return [{"role": "user", "content": self.question + "\n" + INSTRUCTION}]
+
+
+def distinct_problems(level: Level) -> int:
+    """Problems of a level, counted up to the order of the operands."""
+    op, m, n = level
+    count_m, count_n = 9 * 10 ** (m - 1), 9 * 10 ** (n - 1)
+    if m != n:
+        return count_m * count_n
+    pairs = count_m * (count_m + 1) // 2
+    return pairs - count_m if op == "max" else pairs  # max needs a != b
 
 
 @dataclass(frozen=True)
@@ -63,60 +84,58 @@ class TaskSpec:
     """What the testbed's problems are; part of the cache key.
 
     Attributes:
-        levels: one ``(m, n)`` per level: an m-digit plus an n-digit number (leading digits >= 1).
+        levels: one ``(op, m, n)`` per level (see the module docstring).
         sft_weights: share of each level in the SFT stream (normalised; same order as ``levels``).
         train_per_level: RL training problems per level.
         val_per_level: held-out validation problems per level.
         seed: seed of the one stream that draws validation, training and SFT problems.
     """
 
-    levels: tuple[tuple[int, int], ...] = ((2, 1), (2, 2), (3, 2), (3, 3))
-    sft_weights: tuple[float, ...] = (1.0, 1.0, 1.0, 1.0)
-    train_per_level: int = 256
-    val_per_level: int = 64
+    levels: tuple[Level, ...] = (("max", 2, 2), ("add", 2, 2), ("add", 3, 3))
+    sft_weights: tuple[float, ...] = (1.0, 1.0, 1.0)
+    train_per_level: int = 512
+    val_per_level: int = 86
     seed: int = 0
 
     def __post_init__(self) -> None:
         if not self.levels or len(set(self.levels)) != len(self.levels):
-            raise ValueError(f"TaskSpec.levels must be distinct (m, n) digit pairs, got {self.levels}")
+            raise ValueError(f"TaskSpec.levels must be distinct (op, m, n) triples, got {self.levels}")
         if len(self.sft_weights) != len(self.levels) or any(w < 0 for w in self.sft_weights):
             raise ValueError(
-                f"TaskSpec.sft_weights needs one non-negative weight per level {self.levels}, got {self.sft_weights}"
+                f"TaskSpec.sft_weights needs one non-negative weight per level {self.levels}, "
+                f"got {self.sft_weights}"
             )
         if sum(self.sft_weights) <= 0:
             raise ValueError("TaskSpec.sft_weights must not all be 0")
         for level in self.levels:
-            if len(level) != 2 or min(level) < 1:
-                raise ValueError(f"TaskSpec.levels: {level} is not a pair of positive digit counts")
+            if len(level) != 3 or level[0] not in OPS or min(level[1:]) < 1:
+                raise ValueError(f"TaskSpec.levels: {level} is not (op in {OPS}, m >= 1, n >= 1)")
             space = distinct_problems(level)
             # leave at least half of the level's problems to the SFT stream
             if (self.train_per_level + self.val_per_level) * 2 > space:
                 raise ValueError(
-                    f"level {level}: {self.train_per_level} train + {self.val_per_level} val problems are too "
-                    f"many for its {space} distinct additions; lower them or drop the level"
+                    f"level {level}: {self.train_per_level} train + {self.val_per_level} val problems are "
+                    f"too many for its {space} distinct problems; lower them or drop the level"
                 )
-
-
-def distinct_problems(level: tuple[int, int]) -> int:
-    """Additions of an m-digit and an n-digit number, counted up to the order of the operands."""
-    m, n = level
-    count_m, count_n = 9 * 10 ** (m - 1), 9 * 10 ** (n - 1)
-    return count_m * (count_m + 1) // 2 if m == n else count_m * count_n
 
 
 def _number(rng: random.Random, digits: int) -> int:
     return rng.randint(10 ** (digits - 1), 10**digits - 1)
 
 
-def _draw(rng: random.Random, level: tuple[int, int]) -> Problem:
-    a, b = _number(rng, level[0]), _number(rng, level[1])
-    if level[0] != level[1] and rng.random() < 0.5:
+def _draw(rng: random.Random, level: Level) -> Problem:
+    op, m, n = level
+    while True:
+        a, b = _number(rng, m), _number(rng, n)
+        if op != "max" or a != b:
+            break
+    if m != n and rng.random() < 0.5:
         a, b = b, a
-    return Problem(a, b, level)
+    return Problem(op, a, b, level)
 
 
 def _draw_unique(
-    rng: random.Random, level: tuple[int, int], count: int, taken: set[tuple[int, int]]
+    rng: random.Random, level: Level, count: int, taken: set[tuple[str, int, int]]
 ) -> list[Problem]:
     out: list[Problem] = []
     while len(out) < count:
@@ -135,7 +154,7 @@ class TaskSplits:
     val: list[Problem]
     train: list[Problem]
     _rng: random.Random
-    _taken: set[tuple[int, int]]
+    _taken: set[tuple[str, int, int]]
 
     def sft_stream(self) -> Iterator[Problem]:
         """Endless SFT problems: level drawn by ``sft_weights``, never a validation or training problem."""
@@ -154,18 +173,25 @@ def make_splits(spec: TaskSpec) -> TaskSplits:
     The training set is shuffled across levels (verl's dataloader shuffles again with ``data.seed``).
     """
     rng = random.Random(spec.seed)
-    taken: dict[tuple[int, int], set[tuple[int, int]]] = {level: set() for level in spec.levels}
-    val = [p for lv in spec.levels for p in _draw_unique(rng, lv, spec.val_per_level, taken[lv])]
-    train = [p for lv in spec.levels for p in _draw_unique(rng, lv, spec.train_per_level, taken[lv])]
+    taken: set[tuple[str, int, int]] = set()
+    val = [p for level in spec.levels for p in _draw_unique(rng, level, spec.val_per_level, taken)]
+    train = [p for level in spec.levels for p in _draw_unique(rng, level, spec.train_per_level, taken)]
     rng.shuffle(train)
-    all_taken = set().union(*taken.values())
-    return TaskSplits(spec, val, train, rng, all_taken)
+    return TaskSplits(spec, val, train, rng, taken)
 
 
 def verl_rows(problems: Sequence[Problem], split: str) -> list[dict]:
-    """verl RL rows (``data_prep.schema.make_row``); ``original_id`` is ``"a+b"``."""
+    """verl RL rows (``data_prep.schema.make_row``); ``original_id`` is e.g. ``"add:12+34"``."""
+    symbol = {"add": "+", "max": "|"}
     return [
-        make_row(p.data_source, p.question, p.answer, split=split, index=i, original_id=f"{p.a}+{p.b}")
+        make_row(
+            p.data_source,
+            p.question,
+            p.answer,
+            split=split,
+            index=i,
+            original_id=f"{p.op}:{p.a}{symbol[p.op]}{p.b}",
+        )
         for i, p in enumerate(problems)
     ]
 

@@ -19,7 +19,11 @@ from recipe.study.testbed.tokenizer import build_tokenizer
 
 TINY = tb_build.TestbedSpec(
     task=TaskSpec(
-        levels=((2, 1), (2, 2)), sft_weights=(1.0, 1.0), train_per_level=8, val_per_level=4, seed=5
+        levels=(("max", 2, 1), ("add", 2, 2)),
+        sft_weights=(1.0, 1.0),
+        train_per_level=8,
+        val_per_level=4,
+        seed=5,
     ),
     model=ModelShape(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64),
     sft=SFTSpec(steps=3, batch_size=4, warmup_steps=1),
@@ -46,31 +50,41 @@ def test_splits_are_disjoint_balanced_and_correct() -> None:
     for level in spec.levels:
         assert sum(p.level == level for p in splits.val) == spec.val_per_level
         assert sum(p.level == level for p in sft) > 3000 / len(spec.levels) * 0.8  # equal weights
-    for p in splits.val + sft[:200]:
-        digits = sorted(len(str(x)) for x in (p.a, p.b))
-        assert digits == sorted(p.level)
-        assert int(p.answer) == p.a + p.b
+    for p in splits.val + sft[:300]:
+        op, m, n = p.level
+        assert p.op == op and sorted(len(str(x)) for x in (p.a, p.b)) == sorted((m, n))
+        assert int(p.answer) == (max(p.a, p.b) if op == "max" else p.a + p.b)
+        assert op != "max" or p.a != p.b
     # the same seed draws the same problems
     assert make_splits(spec).val == splits.val
 
 
 def test_distinct_problem_counts_and_spec_checks() -> None:
-    assert distinct_problems((1, 1)) == 45  # 1..9 with itself, unordered: 9 * 10 / 2
-    assert distinct_problems((2, 1)) == 90 * 9
+    assert distinct_problems(("add", 1, 1)) == 45  # 1..9 with itself, unordered: 9 * 10 / 2
+    assert distinct_problems(("max", 1, 1)) == 36  # ... without the 9 ties
+    assert distinct_problems(("add", 2, 1)) == 90 * 9
     with pytest.raises(ValueError, match="too many"):
-        TaskSpec(levels=((1, 1),), sft_weights=(1.0,), train_per_level=20, val_per_level=4)
+        TaskSpec(levels=(("add", 1, 1),), sft_weights=(1.0,), train_per_level=20, val_per_level=4)
     with pytest.raises(ValueError, match="one non-negative weight per level"):
-        TaskSpec(levels=((2, 2),), sft_weights=(1.0, 1.0))
+        TaskSpec(levels=(("add", 2, 2),), sft_weights=(1.0, 1.0))
+    with pytest.raises(ValueError, match="op in"):
+        TaskSpec(levels=(("mul", 2, 2),), sft_weights=(1.0,))
 
 
 def test_rows_follow_the_schema_and_the_reward_scores_the_target(tokenizer) -> None:
     from recipe.reward import compute_score
 
-    problems = [Problem(57, 8, (2, 1)), Problem(999, 999, (3, 3))]
+    problems = [Problem("add", 57, 8, ("add", 2, 1)), Problem("add", 999, 999, ("add", 3, 3))]
+    problems.append(Problem("max", 48, 84, ("max", 2, 2)))
     rows = verl_rows(problems, "train")
     assert rows[0]["data_source"] == "testbed/add2x1"
     assert rows[0]["prompt"][0]["content"].startswith("What is 57 + 8?\n")
     assert rows[1]["reward_model"]["ground_truth"] == "1998"
+    assert rows[2]["prompt"][0]["content"].startswith("Which is larger, 48 or 84?\n")
+    assert (
+        rows[2]["reward_model"]["ground_truth"] == "84"
+        and rows[2]["extra_info"]["original_id"] == "max:48|84"
+    )
     for problem, row in zip(problems, rows, strict=True):
         right = compute_score(row["data_source"], problem.target, row["reward_model"]["ground_truth"])
         wrong = compute_score(row["data_source"], "\\boxed{7}", row["reward_model"]["ground_truth"])
@@ -81,7 +95,7 @@ def test_rows_follow_the_schema_and_the_reward_scores_the_target(tokenizer) -> N
 def test_tokenizer_fits_verl(tokenizer) -> None:
     from verl.utils.tokenizer.chat_template import apply_chat_template
 
-    problem = Problem(123, 456, (3, 3))
+    problem = Problem("add", 123, 456, ("add", 3, 3))
     text = "<|im_start|>user\nWhat is 123 + 456?"
     assert tokenizer.decode(tokenizer.encode(text, add_special_tokens=False)) == text
     assert len(tokenizer.encode("\n", add_special_tokens=False)) == 1  # verl's continuous-token check
@@ -117,7 +131,7 @@ def test_every_prompt_and_target_fits_the_pinned_lengths(tokenizer) -> None:
 
 
 def test_collate_masks_the_prompt(tokenizer) -> None:
-    problems = [Problem(12, 3, (2, 1)), Problem(999, 999, (3, 3))]
+    problems = [Problem("add", 12, 3, ("add", 2, 1)), Problem("max", 999, 998, ("max", 3, 3))]
     batch = collate(tokenizer, problems)
     for row, problem in enumerate(problems):
         prompt, reply = prompt_ids(tokenizer, problem), reply_ids(tokenizer, problem)
@@ -136,7 +150,7 @@ def test_build_caches_by_key_and_is_reproducible(tmp_path: Path) -> None:
     assert manifest["spec"] == json.loads(json.dumps(TINY.as_dict()))
     assert len(manifest["sft_loss"]) == 1 and manifest["sft_loss"][0]["step"] == 3
     train = pd.read_parquet(first.data / "train.parquet")
-    assert len(train) == 16 and set(train["data_source"]) == {"testbed/add2x1", "testbed/add2x2"}
+    assert len(train) == 16 and set(train["data_source"]) == {"testbed/max2x1", "testbed/add2x2"}
     assert len(pd.read_parquet(first.data / "val.parquet")) == 8
     model = AutoModelForCausalLM.from_pretrained(first.model)
     tok = AutoTokenizer.from_pretrained(first.model)

@@ -84,15 +84,22 @@ class TaskSpec:
     """What the testbed's problems are; part of the cache key.
 
     Attributes:
-        levels: one ``(op, m, n)`` per level (see the module docstring).
-        sft_weights: share of each level in the SFT stream (normalised; same order as ``levels``).
+        levels: one ``(op, m, n)`` per level of the RL study (see the module docstring).
+        sft_weights: share of each level in the SFT stream (same order as ``levels``).
+        sft_only_levels: levels that only the SFT stream draws (a curriculum: single-digit sums
+            teach the digit facts multi-digit addition is built from); never validated on.
+        sft_only_weights: their shares, on the same scale as ``sft_weights``.
         train_per_level: RL training problems per level.
         val_per_level: held-out validation problems per level.
         seed: seed of the one stream that draws validation, training and SFT problems.
     """
 
     levels: tuple[Level, ...] = (("max", 2, 2), ("add", 2, 2), ("add", 3, 3))
-    sft_weights: tuple[float, ...] = (1.0, 1.0, 1.0)
+    # Less 3-digit addition in SFT than in the study: it stays mostly unsolved (all-wrong groups)
+    # while 2-digit problems are learned (all-correct and mixed groups).
+    sft_weights: tuple[float, ...] = (1.0, 1.0, 0.5)
+    sft_only_levels: tuple[Level, ...] = (("add", 1, 1),)
+    sft_only_weights: tuple[float, ...] = (0.5,)
     train_per_level: int = 512
     val_per_level: int = 86
     seed: int = 0
@@ -105,8 +112,22 @@ class TaskSpec:
                 f"TaskSpec.sft_weights needs one non-negative weight per level {self.levels}, "
                 f"got {self.sft_weights}"
             )
-        if sum(self.sft_weights) <= 0:
-            raise ValueError("TaskSpec.sft_weights must not all be 0")
+        if len(self.sft_only_weights) != len(self.sft_only_levels) or any(
+            w < 0 for w in self.sft_only_weights
+        ):
+            raise ValueError(
+                f"TaskSpec.sft_only_weights needs one non-negative weight per level {self.sft_only_levels}, "
+                f"got {self.sft_only_weights}"
+            )
+        if sum(self.sft_weights) + sum(self.sft_only_weights) <= 0:
+            raise ValueError("TaskSpec: the SFT weights must not all be 0")
+        if set(self.sft_only_levels) & set(self.levels):
+            raise ValueError(
+                f"TaskSpec: {set(self.sft_only_levels) & set(self.levels)} is both a study and an SFT-only level"
+            )
+        for level in self.sft_only_levels:
+            if len(level) != 3 or level[0] not in OPS or min(level[1:]) < 1:
+                raise ValueError(f"TaskSpec.sft_only_levels: {level} is not (op in {OPS}, m >= 1, n >= 1)")
         for level in self.levels:
             if len(level) != 3 or level[0] not in OPS or min(level[1:]) < 1:
                 raise ValueError(f"TaskSpec.levels: {level} is not (op in {OPS}, m >= 1, n >= 1)")
@@ -157,10 +178,12 @@ class TaskSplits:
     _taken: set[tuple[str, int, int]]
 
     def sft_stream(self) -> Iterator[Problem]:
-        """Endless SFT problems: level drawn by ``sft_weights``, never a validation or training problem."""
+        """Endless SFT problems, levels drawn by weight; never a validation or training problem."""
         rng, taken, spec = self._rng, self._taken, self.spec
+        levels = spec.levels + spec.sft_only_levels
+        weights = spec.sft_weights + spec.sft_only_weights
         while True:
-            level = rng.choices(spec.levels, weights=spec.sft_weights)[0]
+            level = rng.choices(levels, weights=weights)[0]
             problem = _draw(rng, level)
             while problem.key in taken:  # redraw within the level, so the level mix stays as weighted
                 problem = _draw(rng, level)

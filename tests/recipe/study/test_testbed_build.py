@@ -47,9 +47,15 @@ def test_splits_are_disjoint_balanced_and_correct() -> None:
     stream = splits.sft_stream()
     sft = [next(stream) for _ in range(3000)]
     assert not {p.key for p in sft} & (val_keys | train_keys)
+    weights = dict(
+        zip(spec.levels + spec.sft_only_levels, spec.sft_weights + spec.sft_only_weights, strict=True)
+    )
+    for level, weight in weights.items():
+        share = sum(p.level == level for p in sft) / len(sft)
+        assert share == pytest.approx(weight / sum(weights.values()), abs=0.03), level
     for level in spec.levels:
         assert sum(p.level == level for p in splits.val) == spec.val_per_level
-        assert sum(p.level == level for p in sft) > 3000 / len(spec.levels) * 0.8  # equal weights
+    assert all(p.level in spec.levels for p in splits.val + splits.train)  # SFT-only levels stay in SFT
     for p in splits.val + sft[:300]:
         op, m, n = p.level
         assert p.op == op and sorted(len(str(x)) for x in (p.a, p.b)) == sorted((m, n))
@@ -64,11 +70,13 @@ def test_distinct_problem_counts_and_spec_checks() -> None:
     assert distinct_problems(("max", 1, 1)) == 36  # ... without the 9 ties
     assert distinct_problems(("add", 2, 1)) == 90 * 9
     with pytest.raises(ValueError, match="too many"):
-        TaskSpec(levels=(("add", 1, 1),), sft_weights=(1.0,), train_per_level=20, val_per_level=4)
+        TaskSpec(levels=(("max", 1, 1),), sft_weights=(1.0,), train_per_level=20, val_per_level=4)
     with pytest.raises(ValueError, match="one non-negative weight per level"):
         TaskSpec(levels=(("add", 2, 2),), sft_weights=(1.0, 1.0))
     with pytest.raises(ValueError, match="op in"):
         TaskSpec(levels=(("mul", 2, 2),), sft_weights=(1.0,))
+    with pytest.raises(ValueError, match="both a study and an SFT-only level"):
+        TaskSpec(levels=(("add", 1, 1),), sft_weights=(1.0,), train_per_level=4, val_per_level=4)
 
 
 def test_rows_follow_the_schema_and_the_reward_scores_the_target(tokenizer) -> None:

@@ -19,7 +19,9 @@ from recipe.tracking.jsonl import read_metrics_jsonl
 pytestmark = pytest.mark.e2e
 
 SPEC = TestbedSpec(
-    task=TaskSpec(levels=(("max", 2, 2), ("add", 2, 2)), sft_weights=(1.0, 1.0), train_per_level=64, val_per_level=8),
+    task=TaskSpec(
+        levels=(("max", 2, 2), ("add", 2, 2)), sft_weights=(1.0, 1.0), train_per_level=64, val_per_level=8
+    ),
     model=ModelShape(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64),
     sft=SFTSpec(steps=20, batch_size=16),
 )

@@ -136,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     census = sub.add_parser(
         "census", help="step-0 group outcomes of the SFT policy (all correct / wrong / mixed)"
     )
-    census.add_argument("--per-task", type=int, default=64, help="training prompts per level")
+    census.add_argument("--per-task", type=int, default=256, help="training prompts per level (half of them)")
     census.add_argument("--seed", type=int, default=0, help="sampling seed")
     census.add_argument("--out", type=Path, default=DEFAULT_RUNS / "census", help="samples (resumable)")
     census.add_argument("--docs", type=Path, default=DEFAULT_DOCS, help="census.csv / census.md")

@@ -27,16 +27,19 @@ class SFTSpec:
     Attributes:
         steps: optimizer steps; with the task mix, this sets the step-0 accuracy of the RL study.
         batch_size: examples per step.
-        lr: AdamW peak learning rate (linear warm-up, then constant).
+        lr: AdamW peak learning rate (linear warm-up, then cosine decay to ``min_lr_ratio * lr``).
         warmup_steps: linear warm-up length.
+        min_lr_ratio: final learning rate over the peak. The decay settles the policy: at a constant
+            3e-3 the accuracy of a level swung by tens of points between nearby steps.
         weight_decay, betas, grad_clip: AdamW and gradient-norm clipping.
         seed: torch seed of the initial weights.
     """
 
-    steps: int = 1500
+    steps: int = 850
     batch_size: int = 64
     lr: float = 3e-3
     warmup_steps: int = 50
+    min_lr_ratio: float = 0.1
     weight_decay: float = 0.0
     betas: tuple[float, float] = (0.9, 0.98)
     grad_clip: float = 1.0
@@ -77,6 +80,15 @@ def collate(tokenizer: Any, problems: list[Problem]) -> dict[str, Any]:
     return {"input_ids": ids, "attention_mask": mask, "labels": labels}
 
 
+def learning_rate(spec: SFTSpec, step: int) -> float:
+    """The learning rate of (1-based) ``step``: linear warm-up, then cosine from ``lr`` to ``min_lr_ratio * lr``."""
+    if step <= spec.warmup_steps:
+        return spec.lr * step / max(1, spec.warmup_steps)
+    progress = (step - spec.warmup_steps) / max(1, spec.steps - spec.warmup_steps)
+    floor = spec.lr * spec.min_lr_ratio
+    return floor + (spec.lr - floor) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
 def _log(message: str) -> None:
     print(f"[testbed] {message}", file=sys.stderr, flush=True)
 
@@ -108,7 +120,7 @@ def train_sft(
         started = time.monotonic()
         window: list[float] = []
         for step in range(1, spec.steps + 1):
-            lr = spec.lr * min(1.0, step / max(1, spec.warmup_steps))
+            lr = learning_rate(spec, step)
             for group in optimizer.param_groups:
                 group["lr"] = lr
             batch = collate(tokenizer, [next(stream) for _ in range(spec.batch_size)])

@@ -186,3 +186,15 @@ def test_interrupted_build_leaves_no_testbed(tmp_path: Path, monkeypatch) -> Non
         tb_build.ensure_testbed(TINY, root=tmp_path)
     assert not (tmp_path / TINY.key()).exists()
     assert not [p for p in tmp_path.iterdir() if not p.name.endswith(".lock")]
+
+
+def test_sft_learning_rate_schedule_hand_checked() -> None:
+    from recipe.study.testbed.sft import learning_rate
+
+    spec = SFTSpec(steps=150, lr=1e-3, warmup_steps=50, min_lr_ratio=0.1)
+    assert learning_rate(spec, 1) == pytest.approx(1e-3 / 50)
+    assert learning_rate(spec, 50) == pytest.approx(1e-3)
+    assert learning_rate(spec, 100) == pytest.approx((1e-3 + 1e-4) / 2)  # half-way down the cosine
+    assert learning_rate(spec, 150) == pytest.approx(1e-4)
+    rates = [learning_rate(spec, s) for s in range(50, 151)]
+    assert all(a >= b for a, b in zip(rates, rates[1:], strict=False))

@@ -23,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 
 import recipe.copo.registry  # noqa: F401  (registers copo/gcpo names in verl)
 from recipe.copo.config_check import VERL_SEARCHPATH_OVERRIDE, validate_copo_config
+from recipe.tracking.wandb_ready import check_wandb_ready
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
@@ -108,6 +109,8 @@ class CopoTaskRunner:
 def run_copo(config: DictConfig) -> None:
     """Validate, then launch training (Ray init + remote TaskRunner), as verl's main_ppo does."""
     check_verl_version()
+    # Before anything starts: verl's wandb.init only runs once every worker is up.
+    check_wandb_ready(config.trainer.get("logger"))
     if config.trainer.device == "cpu":
         # CPU backend (recipe/cpu_backend) must patch verl and set Ray's env before ray.init, and
         # before auto_set_device: without the CPU platform verl detects 'cuda' and rewrites the key.

@@ -146,7 +146,8 @@ def plot_diagnostics(
 ) -> Path | None:
     """COPO diagnostics vs step, one panel per diagnostic, one line per run."""
     present = [(key, label) for key, label in COPO_DIAGNOSTICS if any(key in m for m in metrics.values())]
-    if not any(key.startswith(names.COPO_PREFIX) for key, _ in present):  # the reward panel alone is no COPO figure
+    # The reward and signal/ panels alone (any estimator logs them) make no COPO figure.
+    if not any(key.startswith(names.COPO_PREFIX) for key, _ in present):
         return None
     plt = _setup_matplotlib()
     from matplotlib.ticker import MaxNLocator

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 import yaml
 
 from tests.paths import REPO
@@ -51,11 +52,20 @@ def test_cfg_job_prints_composed_config_with_spec_defaults() -> None:
     assert "ppo_mini_batch_size" in config["actor_rollout_ref"]["actor"]
 
 
-def test_verl_version_pin_matches_installed() -> None:
+def test_verl_version_pin_matches_installed(tmp_path) -> None:
     import verl
 
-    from recipe.copo.main_copo import check_verl_version
+    from recipe.copo import main_copo
+    from recipe.verl_pin import check_verl_version, required_verl
 
     pin = (REPO / "recipe" / "copo" / "REQUIRED_VERL.txt").read_text()
-    assert f"verl=={verl.__version__}" in pin
-    check_verl_version()
+    assert f"verl=={verl.__version__}" in pin.splitlines()
+    assert required_verl() == verl.__version__
+    assert main_copo.check_verl_version is check_verl_version  # the entry point uses the one reader
+    assert check_verl_version() == verl.__version__
+    with pytest.raises(RuntimeError, match=rf"verl=={verl.__version__} only, but verl 0\.0\.1 is installed"):
+        check_verl_version("0.0.1")
+    bad = tmp_path / "REQUIRED_VERL.txt"
+    bad.write_text("# comment\nverl>=0.9\n")
+    with pytest.raises(ValueError, match="verl==X.Y.Z"):
+        required_verl(bad)

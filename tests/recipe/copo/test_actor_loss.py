@@ -11,9 +11,8 @@ from verl.utils import tensordict_utils as tu
 from verl.utils.metric import AggregationType, Metric
 from verl.workers.utils.losses import ppo_loss
 
-from copo_core import copo_policy_loss
+from copo_core import CopoConfig, copo_policy_loss
 from recipe.copo.actor_loss import copo_ppo_loss
-from copo_core import CopoConfig
 from recipe.copo.step import StepSettings, advantage_step
 from tests.recipe.copo.copo_batches import (
     actor_config,

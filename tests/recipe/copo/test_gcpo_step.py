@@ -105,7 +105,9 @@ def test_monte_carlo_seed_follows_the_global_step():
     results = []
     for step in (1, 2):
         adv, _ = gcpo_advantage(texts, scores, uids, config, global_step=step)
-        expected = compute_gcpo_advantages(emb, scores, uids, exact_max_g=4, num_permutations=4, seed=10 + step)
+        expected = compute_gcpo_advantages(
+            emb, scores, uids, exact_max_g=4, num_permutations=4, seed=10 + step
+        )
         assert torch.allclose(adv, expected, atol=1e-6)
         results.append(adv)
     assert not torch.equal(results[0], results[1])
@@ -162,7 +164,9 @@ def test_real_gcpo_advantage_inside_the_step(tokenizer, estimator):
     copo = CopoConfig(local_estimator="gcpo", entropy_source="reward")
     settings = StepSettings(estimator=estimator, copo=copo, gcpo=gcpo(beta=0.5))
     result = advantage_step(step_batch, settings, global_step=1)
-    expected = compute_gcpo_advantages(HashEmbedder(256).embed(TEXTS), torch.tensor(SCORES), UIDS, beta=0.5, seed=1)
+    expected = compute_gcpo_advantages(
+        HashEmbedder(256).embed(TEXTS), torch.tensor(SCORES), UIDS, beta=0.5, seed=1
+    )
     name = "advantages" if estimator == "gcpo" else "copo_local_adv"
     token_values = result.fields[name]
     assert torch.allclose(token_values[:, 0], expected, atol=1e-6)

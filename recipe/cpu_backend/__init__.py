@@ -25,44 +25,16 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+# The CPU backend relies on private verl details (the rollout registry dict, the process-group
+# backend string, the engine registry): any verl but the pinned one fails here, up front.
+from recipe.verl_pin import REQUIRED_VERL_FILE, check_verl_version
+
 __all__ = ["activate", "install", "check_verl_version", "ROLLOUT_NAME", "REQUIRED_VERL_FILE"]
 
 ROLLOUT_NAME = "hf"
 MODULE_NAME = __name__
-REQUIRED_VERL_FILE = Path(__file__).resolve().parent.parent / "copo" / "REQUIRED_VERL.txt"
-_FALLBACK_REQUIREMENT = "verl==0.9.1"
 
 _installed = False
-
-
-def _required_verl() -> str:
-    """The pinned verl version, from recipe/copo/REQUIRED_VERL.txt (``verl==X.Y.Z``)."""
-    text = REQUIRED_VERL_FILE.read_text() if REQUIRED_VERL_FILE.is_file() else _FALLBACK_REQUIREMENT
-    for line in text.splitlines():
-        line = line.split("#", 1)[0].strip()
-        if line.startswith("verl=="):
-            return line.split("==", 1)[1].strip()
-    raise ValueError(f"{REQUIRED_VERL_FILE}: expected a line 'verl==X.Y.Z', got {text!r}")
-
-
-def check_verl_version(installed: str | None = None) -> str:
-    """Raise RuntimeError unless the installed verl is the pinned one; returns the version.
-
-    The CPU backend relies on private verl details (the rollout registry dict, the process-group
-    backend string, the engine registry), so any other version must fail loudly up front.
-    """
-    if installed is None:
-        import verl
-
-        installed = verl.__version__
-    required = _required_verl()
-    if installed != required:
-        raise RuntimeError(
-            f"The CPU backend (recipe/cpu_backend) supports verl=={required} only, but verl {installed} "
-            f"is installed. Install the pinned version: pip install 'verl=={required}' --no-deps "
-            "(or run bash scripts/setup_env.sh)."
-        )
-    return installed
 
 
 def install() -> None:

@@ -87,6 +87,16 @@ def validate_copo_config(config: DictConfig) -> None:
             )
         if config.algorithm.get("use_pf_ppo", False):
             raise ConfigError(f"algorithm.use_pf_ppo=true is not supported with {ESTIMATOR_KEY}={estimator}")
+        # verl computes importance weights / rejection masks in its own advantage step, which the COPO/GCPO
+        # step replaces; ignoring them silently would train a different objective than the config says.
+        rollout_corr = config.algorithm.get("rollout_correction") or {}
+        for key in ("rollout_is", "rollout_rs"):
+            if rollout_corr.get(key) is not None:
+                raise ConfigError(
+                    f"algorithm.rollout_correction.{key}={rollout_corr.get(key)!r} is not supported with "
+                    f"{ESTIMATOR_KEY}={estimator} (the COPO/GCPO advantage step does not compute rollout "
+                    f"importance weights or rejection masks); set algorithm.rollout_correction.{key}=null"
+                )
     if estimator == "copo":
         rollout_corr = config.algorithm.get("rollout_correction") or {}
         if rollout_corr.get("bypass_mode", False) and rollout_corr.get("loss_type", "ppo_clip") != "ppo_clip":

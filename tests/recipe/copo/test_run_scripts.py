@@ -329,6 +329,8 @@ def test_group_size_one_fails() -> None:
         ("algorithm.gcpo.exact_max_g=-1", "exact_max_g"),
         ("trainer.use_v1=false", "use_v1"),
         ("algorithm.use_kl_in_reward=true", "use_kl_in_reward"),
+        ("algorithm.rollout_correction.rollout_is=token", r"rollout_correction\.rollout_is=.*not supported"),
+        ("algorithm.rollout_correction.rollout_rs=token_k1", r"rollout_correction\.rollout_rs=.*not supported"),
     ],
 )
 def test_bad_values_fail(override: str, match: str) -> None:

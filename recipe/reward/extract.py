@@ -49,8 +49,10 @@ MAX_SEARCH_CHARS = 8192
 # An answer line is read up to this many characters.
 _MAX_TAIL_CHARS = 2048
 
-# "Answer:", "**Answer:**", "Final Answer:", "the final answer is", "The final answer is:"
-_STRONG_MARKER_RE = re.compile(r"final[ \t]+answer[ \t*]*(?:is\b[ \t]*:?|:)|\banswer[ \t*]*:", re.IGNORECASE)
+# "Answer:", "Answers:", "**Answer:**", "Final Answer:", "the final answer is", "The final answer is:"
+_STRONG_MARKER_RE = re.compile(
+    r"final[ \t]+answer[ \t*]*(?:is\b[ \t]*:?|:)|\banswers?[ \t*]*:", re.IGNORECASE
+)
 _WEAK_MARKER_RE = re.compile(r"\banswer[ \t]+is\b[ \t]*:?", re.IGNORECASE)
 # what may stand between two boxes of one answer: spaces, punctuation, math delimiters, spacing, "and",
 # "or", a \text{...} remark, a variable label ("y_2 =")
@@ -58,6 +60,8 @@ _BOX_SEPARATOR_RE = re.compile(
     r"(?:\s|[,;.]|\$|\\[()\[\]]|\\q?quad\b|\\[,;:! ]|\band\b|\bor\b|\\text\{[^{}]{0,80}\}"
     r"|[A-Za-z](?:_\{?\w{1,8}\}?)?\s?=)*"
 )
+# chat special tokens and closing tags end an answer line
+_SPECIAL_TOKEN_RE = re.compile(r"<\||</")
 _MAX_SEPARATOR_CHARS = 200
 _MAX_REMARK_CHARS = 200
 # a clause that follows the answer on its line: ", which is ...", ", since ..."
@@ -71,10 +75,15 @@ _NUMBER = (
     r"|(?:[-+\u2212])?\.\d+"
 )
 _FRACTION = rf"(?:{_NUMBER})(?:[ \t]*/[ \t]*(?:{_NUMBER}))?"
-# a tuple or interval of numbers, else one number or fraction with an optional percent sign
+# a tuple or interval of numbers, else a number or fraction (optional percent sign), or a list of them
+# ("3, 4", "2 and 3": a list is one answer, never cut to its last element)
 _NUMBER_EXPR_RE = re.compile(
-    rf"[(\[][ \t]*(?:{_FRACTION})(?:[ \t]*,[ \t]*(?:{_FRACTION}))+[ \t]*[)\]]|(?:{_FRACTION})(?:[ \t]*\\?%)?"
+    rf"[(\[][ \t]*(?:{_FRACTION})(?:[ \t]*,[ \t]*(?:{_FRACTION}))+[ \t]*[)\]]"
+    rf"|(?:{_FRACTION})(?:[ \t]*\\?%)?(?:(?:[ \t]*,[ \t]*|[ \t]+(?:and|or)[ \t]+)(?:{_FRACTION})(?:[ \t]*\\?%)?)*"
 )
+# an operator between two tokens of one expression ("3 \times 10^{5}", "2 + 3", "x = 5")
+_OPERATOR_TOKEN_RE = re.compile(r"(?:\\times|\\cdot|\\div|\\pm|[-+*/^=\u00d7\u00b7])")
+_MAX_RUN_TOKENS = 8
 # unit symbols that may follow a number directly ("5cm", "1,000.99m²") without making it an expression
 _UNITS = frozenset({"m", "cm", "mm", "km", "g", "kg", "mg", "s", "ms", "h", "min", "l", "ml"})
 _WORD_RE = re.compile(r"[A-Za-z]{2,}")
@@ -137,11 +146,29 @@ def _glued(text: str, start: int, end: int) -> bool:
     return after in "{}^_\\"
 
 
+def _operator_run(text: str, start: int, end: int) -> tuple[int, int]:
+    """Widen ``text[start:end]`` over space-separated operators and their operands on the same line:
+    ``10^{5}`` in ``is 3 \\times 10^{5}`` becomes ``3 \\times 10^{5}``, ``3`` in ``2 + 3`` becomes ``2 + 3``."""
+    for _ in range(_MAX_RUN_TOKENS):
+        m = re.search(r"(\S+)[ \t]+(\S+)[ \t]+$", text[max(0, start - 64) : start])
+        if m is None or not _OPERATOR_TOKEN_RE.fullmatch(m.group(2)):
+            break
+        start -= len(m.group(0))
+    for _ in range(_MAX_RUN_TOKENS):
+        m = re.match(r"[ \t]+(\S+)[ \t]+(\S+)", text[end : end + 64])
+        if m is None or not _OPERATOR_TOKEN_RE.fullmatch(m.group(1)) or not re.search(r"[\d\\]", m.group(2)):
+            break
+        end += len(m.group(0))
+    return start, end
+
+
 def _number_span(text: str, m: re.Match[str]) -> Span | None:
-    """The whole expression around a number match: widened to its token when glued to letters or LaTeX."""
+    """The whole expression around a number match: widened to its token when glued to letters or LaTeX,
+    then over the operators around it."""
     start, end = m.span()
     if _glued(text, start, end):
         start, end = _balanced_token(text, start, end)
+    start, end = _operator_run(text, start, end)
     value = text[start:end].strip().rstrip(".,;:!?").strip()
     return Span(start, end, value) if value else None
 
@@ -224,6 +251,7 @@ def _answer_line(text: str, pos: int) -> str | None:
     line = lines[0].strip()
     if not line and len(lines) > 1:
         line = next((x.strip() for x in lines[1:3] if x.strip()), "")
+    line = _SPECIAL_TOKEN_RE.split(line, maxsplit=1)[0]  # "42<|im_end|>", "42</answer>"
     line = line.strip("*").strip()
     if line.startswith(('"', '\\"')):
         line = line.replace('\\"', "").strip('"').strip()

@@ -49,11 +49,11 @@ MAX_SEARCH_CHARS = 8192
 # An answer line is read up to this many characters.
 _MAX_TAIL_CHARS = 2048
 
-# "Answer:", "Answers:", "**Answer:**", "Final Answer:", "the final answer is", "The final answer is:"
-_STRONG_MARKER_RE = re.compile(
-    r"final[ \t]+answer[ \t*]*(?:is\b[ \t]*:?|:)|\banswers?[ \t*]*:", re.IGNORECASE
-)
-_WEAK_MARKER_RE = re.compile(r"\banswer[ \t]+is\b[ \t]*:?", re.IGNORECASE)
+# Markers, matched where "answer" occurs: "Answer:", "Answers:", "**Answer:**", "Final Answer:" and
+# "the final answer is" are strong; "the answer is" is weak (it must be followed by something answer-like).
+_LABEL_RE = re.compile(r"answers?[ \t*]*:", re.IGNORECASE)
+_ANSWER_IS_RE = re.compile(r"answer[ \t*]*is\b[ \t]*:?", re.IGNORECASE)
+_FINAL_BEFORE_RE = re.compile(r"final[ \t]+$", re.IGNORECASE)
 # what may stand between two boxes of one answer: spaces, punctuation, math delimiters, spacing, "and",
 # "or", a \text{...} remark, a variable label ("y_2 =")
 _BOX_SEPARATOR_RE = re.compile(
@@ -83,6 +83,8 @@ _NUMBER_EXPR_RE = re.compile(
 )
 # an operator between two tokens of one expression ("3 \times 10^{5}", "2 + 3", "x = 5")
 _OPERATOR_TOKEN_RE = re.compile(r"(?:\\times|\\cdot|\\div|\\pm|[-+*/^=\u00d7\u00b7])")
+# an operand: anything with a digit or a LaTeX command, or one variable ("x", "a_1"); not a word
+_OPERAND_RE = re.compile(r"[\d\\]|^[(\[]?[A-Za-z](?:_\{?\w+\}?)?[)\]]?$")
 _MAX_RUN_TOKENS = 8
 # unit symbols that may follow a number directly ("5cm", "1,000.99m²") without making it an expression
 _UNITS = frozenset({"m", "cm", "mm", "km", "g", "kg", "mg", "s", "ms", "h", "min", "l", "ml"})
@@ -151,12 +153,12 @@ def _operator_run(text: str, start: int, end: int) -> tuple[int, int]:
     ``10^{5}`` in ``is 3 \\times 10^{5}`` becomes ``3 \\times 10^{5}``, ``3`` in ``2 + 3`` becomes ``2 + 3``."""
     for _ in range(_MAX_RUN_TOKENS):
         m = re.search(r"(\S+)[ \t]+(\S+)[ \t]+$", text[max(0, start - 64) : start])
-        if m is None or not _OPERATOR_TOKEN_RE.fullmatch(m.group(2)):
+        if m is None or not _OPERATOR_TOKEN_RE.fullmatch(m.group(2)) or not _OPERAND_RE.search(m.group(1)):
             break
         start -= len(m.group(0))
     for _ in range(_MAX_RUN_TOKENS):
         m = re.match(r"[ \t]+(\S+)[ \t]+(\S+)", text[end : end + 64])
-        if m is None or not _OPERATOR_TOKEN_RE.fullmatch(m.group(1)) or not re.search(r"[\d\\]", m.group(2)):
+        if m is None or not _OPERATOR_TOKEN_RE.fullmatch(m.group(1)) or not _OPERAND_RE.search(m.group(2)):
             break
         end += len(m.group(0))
     return start, end
@@ -293,14 +295,34 @@ def _box_run(text: str, boxes: list[Span]) -> str:
     return ", ".join(b.content.strip() for b in run)
 
 
+def _markers(text: str, start: int) -> list[tuple[int, int, bool]]:
+    """(start, end, strong) of the answer markers in ``text[start:]``, in text order.
+
+    Located with ``str.find`` on "answer" (linear, in C), then matched in place.
+    """
+    low = text.lower()
+    found = []
+    i = low.find("answer", start)
+    while i != -1:
+        if i == 0 or not low[i - 1].isalnum():
+            final = _FINAL_BEFORE_RE.search(low, max(0, i - 16), i)
+            m = _LABEL_RE.match(text, i)
+            if m:
+                found.append((final.start() if final else i, m.end(), True))
+            else:
+                m = _ANSWER_IS_RE.match(text, i)
+                if m:
+                    found.append((final.start() if final else i, m.end(), final is not None))
+        i = low.find("answer", i + 6)
+    return found
+
+
 def _from_markers(text: str) -> str | None:
     """The answer at the last final-answer marker, or None when the response has none."""
     boxes = [b for b in boxed_spans(text) if b.content.strip()]
     last_box = boxes[-1] if boxes else None
     after = last_box.start if last_box else -1
-    labels = [(m.start(), m.end(), True) for m in _STRONG_MARKER_RE.finditer(text) if m.start() > after]
-    labels += [(m.start(), m.end(), False) for m in _WEAK_MARKER_RE.finditer(text) if m.start() > after]
-    for start, end, strong in sorted(labels, reverse=True):
+    for start, end, strong in reversed(_markers(text, after + 1)):
         if last_box is not None and start < last_box.end:
             continue  # "answer is" written inside the box itself
         line = _answer_line(text, end)

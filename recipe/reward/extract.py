@@ -92,7 +92,6 @@ _WORD_RE = re.compile(r"[A-Za-z]{2,}")
 _NOT_PROSE = frozenset({"and", "or"})
 # what is not prose in an answer line: \text{...} groups, LaTeX commands, $...$ math
 _MASK_RE = re.compile(r"\\(?:text|textbf|textit|mbox|mathrm|operatorname)\{[^{}]*\}|\\[A-Za-z]+|\$[^$]*\$")
-_COPULA_RE = re.compile(r"\b(?:is|are|was|equals)\b|=")
 # what "the answer is" must be followed by to count as a marker: a number, math, a bracket, "x ="
 _ANSWER_START_RE = re.compile(r"[-+\u2212\d$\\(\[{]|\.\d|[A-Za-z](?:_\{?\w+\}?)?[ \t]*(?:=|\\in\b)")
 
@@ -189,17 +188,6 @@ def _last_candidate(text: str) -> str | None:
     return best.content.strip()
 
 
-def _first_candidate(text: str) -> str | None:
-    """The first math span or whole number expression, whichever starts first."""
-    span = next((s for s in math_spans(text) if s.content.strip()), None)
-    m = _NUMBER_EXPR_RE.search(text)
-    number = _number_span(text, m) if m is not None else None
-    candidates = [c for c in (span, number) if c is not None]
-    if not candidates:
-        return None
-    return min(candidates, key=lambda c: c.start).content.strip()
-
-
 def _parenthetical_end(line: str, open_pos: int) -> int:
     """Index just past the bracket closing ``line[open_pos]``, or -1 (a remark is at most 200 characters)."""
     depth = 0
@@ -248,7 +236,7 @@ def _trim_answer_line(line: str) -> str:
 
 def _answer_line(text: str, pos: int) -> str | None:
     """What follows a marker ending at ``pos``: the rest of its line, or the next non-empty line."""
-    rest = text[pos : pos + _MAX_TAIL_CHARS].lstrip(" \t*#:")
+    rest = text[pos : pos + _MAX_TAIL_CHARS].lstrip(" \t*#:}")  # "}": the end of "\\textbf{Answer:}"
     lines = rest.split("\n", 3)
     line = lines[0].strip()
     if not line and len(lines) > 1:
@@ -264,17 +252,15 @@ def _from_prose(answer: str) -> str:
     """The answer inside a prose answer line.
 
     ``42 is the number of ways`` -> ``42`` (the math before the first word), ``The volume of $V$ is 120`` ->
-    ``120`` (the first candidate after the last "is"/"are"/"equals"/"="), ``Sphere 3 hours ago`` -> ``3``
-    (the last candidate); a line with no number or math (``no solution``) stays as it is.
+    ``120`` and ``It is not 5 but 6`` -> ``6`` (the last math span or number); a line with no number or math
+    (``no solution``) stays as it is.
     """
     masked = _MASK_RE.sub(lambda m: " " * len(m.group(0)), answer)
     word = next((w for w in _WORD_RE.finditer(masked) if w.group(0).lower() not in _NOT_PROSE), None)
     lead = answer[: word.start()].rstrip(" \t,;:-") if word else answer
     if lead and (_NUMBER_EXPR_RE.search(lead) or math_spans(lead)):
         return lead
-    copulas = list(_COPULA_RE.finditer(masked))
-    after = _first_candidate(answer[copulas[-1].end() :]) if copulas else None
-    return after or _last_candidate(answer) or answer
+    return _last_candidate(answer) or answer
 
 
 def _answer_from_line(line: str) -> str | None:

@@ -104,9 +104,20 @@ def boxed_spans(text: str) -> list[Span]:
 
 
 def last_boxed(text: str) -> str | None:
-    """Content of the last complete ``\\boxed{...}``/``\\fbox{...}`` (or ``\\boxed 5``), else None."""
+    """Content of the last complete ``\\boxed{...}``/``\\fbox{...}`` (or ``\\boxed 5``), else None.
+
+    A box that holds only another box is unwrapped (``\\boxed{\\boxed{8}}`` gives ``8``).
+    """
     spans = boxed_spans(text)
-    return spans[-1].content if spans else None
+    if not spans:
+        return None
+    content = spans[-1].content
+    for _ in range(4):
+        inner = boxed_spans(content.strip())
+        if len(inner) != 1 or inner[0].start != 0 or inner[0].end != len(content.strip()):
+            break
+        content = inner[0].content
+    return content
 
 
 def _unescaped_find(text: str, needle: str, start: int) -> int:

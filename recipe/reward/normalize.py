@@ -105,7 +105,7 @@ def normalize_answer(answer: object) -> str:
     """Canonical string of an answer (``""`` for none). Never raises; linear time.
 
     Rules (applied in order): UTF-8 sanitising and a length cap; outer ``$``/``\\(\\)``/``\\boxed{}``
-    removed; ``\\left``/``\\right``/``\\displaystyle`` removed; LaTeX thousands separators (``1{,}000``,
+    removed; ``\\left``/``\\right``/``\\displaystyle`` removed; inner ``$`` delimiters removed; LaTeX thousands separators (``1{,}000``,
     ``1,\\!000``) removed, then LaTeX spacing; ``\\dfrac``/``\\tfrac`` to ``\\frac``; ``\\frac12``/``\\sqrt2``
     braced; ``\\text{X}`` unwrapped when it is the whole answer and dropped when it trails math (units);
     degrees and percent signs dropped (MATH convention); "5 cm" to "5"; ``x = 5`` and ``2^{10} = 1024`` to
@@ -125,7 +125,7 @@ def normalize_answer(answer: object) -> str:
     s = _SPACING_RE.sub(" ", s)
     s = s.replace("^{\\circ}", "").replace("^\\circ", "").replace("\\circ", "")
     s = s.replace("\\%", "").replace("%", "")
-    s = s.replace("\\$", "")
+    s = s.replace("\\$", "").replace("$", "")  # a currency sign, then math delimiters inside ("$5$ and $6$")
     s = _WS_RE.sub(" ", s).strip()
     s = _strip_text_commands(s)
     s = _strip_outer(s)

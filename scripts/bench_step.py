@@ -1,0 +1,479 @@
+#!/usr/bin/env python
+"""One CPU training step against the machine's limit and against plain PyTorch doing the same work.
+
+    python scripts/bench_step.py                      # 3 quickstart-config steps, then the plain run
+    python scripts/bench_step.py --steps 4 actor_rollout_ref.rollout.n=8     # Hydra overrides pass through
+    python scripts/bench_step.py --metrics runs/quickstart-copo/metrics.jsonl  # time an existing run
+
+It prints, side by side and measured in this one invocation:
+
+* the **roofline**: fp32 matmul GFLOP/s at the model's own shapes (every linear layer, lm_head included,
+  at one micro-batch of tokens), with the thread settings the trainer's Ray workers use
+  (``recipe.cpu_backend.worker_threads``); measured before the project's run, between the two runs and
+  after the plain run, and printed beside every wall time;
+* per phase of verl's step (``timing_s/gen``, ``old_log_prob``, ``ref``, ``update_actor``,
+  ``update_weights``, ``step``; the median over the steps after the first, which also warms up): seconds,
+  achieved GFLOP/s (useful FLOPs: ~2 x params x real tokens forward, ~6 x params x tokens forward +
+  backward; for a tied model such as SmolLM2 the embedding matrix counts once, as lm_head), fraction of
+  the roofline, and the ratio to the plain equivalent;
+* the plain equivalent, in a fresh process with the same threads: transformers ``generate`` of the same
+  number of sequences with every one forced to the run's longest response (so it does at least the
+  rollout's work), a forward-only log-prob pass over the same micro-batches, and forward + backward +
+  AdamW over the same mini- and micro-batches.
+
+Targets (issue 17): each phase <= 1.2x its plain equivalent, a whole step <= 1.3x plain generate + update.
+These are printed as ok/MISS; they are never asserted in a timed test (the machine is shared).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+PHASES = ("gen", "old_log_prob", "ref", "update_actor", "update_weights")
+PHASE_TARGET = 1.2
+STEP_TARGET = 1.3
+
+
+# -- threads -------------------------------------------------------------------------------------
+def trainer_threads() -> tuple[int, int]:
+    """(intra-op, inter-op) threads of one trainer worker, as recipe/cpu_backend sets them."""
+    try:
+        from recipe.cpu_backend import worker_threads
+    except ImportError:  # older checkouts: every worker took OMP_NUM_THREADS=cpu_count
+        return int(os.environ.get("OMP_NUM_THREADS", os.cpu_count() or 1)), 0
+    return worker_threads()
+
+
+def set_threads(intra: int, inter: int) -> None:
+    import torch
+
+    torch.set_num_threads(intra)
+    if inter > 0:
+        with contextlib.suppress(RuntimeError):  # already set in this process
+            torch.set_num_interop_threads(inter)
+
+
+# -- model shapes and FLOPs ------------------------------------------------------------------------
+def linear_shapes(model_dir: str) -> list[tuple[int, int, int]]:
+    """(in, out, count) of every matmul a forward of one token does (lm_head included)."""
+    cfg = json.loads((Path(model_dir) / "config.json").read_text())
+    hidden = int(cfg["hidden_size"])
+    inter = int(cfg["intermediate_size"])
+    layers = int(cfg["num_hidden_layers"])
+    heads = int(cfg["num_attention_heads"])
+    kv_heads = int(cfg.get("num_key_value_heads", heads))
+    head_dim = int(cfg.get("head_dim") or hidden // heads)
+    vocab = int(cfg["vocab_size"])
+    return [
+        (hidden, heads * head_dim, 2 * layers),  # q, o
+        (hidden, kv_heads * head_dim, 2 * layers),  # k, v
+        (hidden, inter, 2 * layers),  # gate, up
+        (inter, hidden, layers),  # down
+        (hidden, vocab, 1),  # lm_head
+    ]
+
+
+def matmul_params(model_dir: str) -> int:
+    """Weights that take part in a matmul per token (embedding lookup excluded, lm_head included)."""
+    return sum(i * o * c for i, o, c in linear_shapes(model_dir))
+
+
+def roofline_gflops(model_dir: str, tokens: int = 1024, repeats: int = 3) -> float:
+    """fp32 matmul GFLOP/s over one pass of the model's linear layers at ``tokens`` rows (best of N)."""
+    import torch
+
+    shapes = linear_shapes(model_dir)
+    x = {i: torch.randn(tokens, i) for i, _, _ in shapes}
+    w = {(i, o): torch.randn(i, o) * 0.02 for i, o, _ in shapes}
+    flops = sum(2.0 * tokens * i * o * c for i, o, c in shapes)
+    for i, o, _ in shapes:  # warm-up
+        torch.mm(x[i], w[(i, o)])
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for i, o, c in shapes:
+            for _ in range(c):
+                torch.mm(x[i], w[(i, o)])
+        best = min(best, time.perf_counter() - t0)
+    return flops / best / 1e9
+
+
+def load_snapshot() -> str:
+    one, five, _ = os.getloadavg()
+    return f"load {one:.1f}/{five:.1f} (1/5 min) on {os.cpu_count()} cores"
+
+
+# -- the plain PyTorch + transformers equivalent -----------------------------------------------------
+def plain_worker(spec: dict[str, Any]) -> dict[str, Any]:
+    """Time each phase's work with plain transformers (runs in a fresh process)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    set_threads(spec["intra"], spec["inter"])
+    torch.manual_seed(0)
+    model_dir = spec["model"]
+    rows, prompt_len, resp_len = spec["rows"], spec["prompt_len"], spec["response_len"]
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="sdpa")
+    vocab = model.config.vocab_size
+    pad = int(model.config.pad_token_id or 0)
+    out: dict[str, Any] = {"roofline_start": roofline_gflops(model_dir)}
+
+    prompts = torch.randint(100, vocab - 100, (rows, prompt_len))
+    mask = torch.ones_like(prompts)
+    model.eval()
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        seqs = model.generate(
+            input_ids=prompts,
+            attention_mask=mask,
+            do_sample=True,
+            temperature=1.0,
+            top_p=1.0,
+            top_k=0,
+            max_new_tokens=resp_len,
+            min_new_tokens=resp_len,
+            pad_token_id=pad,
+        )
+    out["gen"] = time.perf_counter() - t0
+    out["gen_tokens"] = int(seqs.numel())
+
+    micro = spec["micro"]
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        for start in range(0, rows, micro):
+            ids = seqs[start : start + micro]
+            logits = model(input_ids=ids).logits[:, prompt_len - 1 : -1].float()
+            torch.log_softmax(logits, dim=-1).gather(-1, ids[:, prompt_len:, None])
+    out["old_log_prob"] = time.perf_counter() - t0
+
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-6)
+    mini = spec["mini"]
+    adv = torch.randn(rows, 1)
+    t0 = time.perf_counter()
+    for mb_start in range(0, rows, mini):
+        opt.zero_grad(set_to_none=True)
+        for start in range(mb_start, min(mb_start + mini, rows), micro):
+            ids = seqs[start : start + micro]
+            logits = model(input_ids=ids).logits[:, prompt_len - 1 : -1].float()
+            logp = torch.log_softmax(logits, dim=-1).gather(-1, ids[:, prompt_len:, None]).squeeze(-1)
+            loss = -(logp * adv[start : start + micro]).mean() * ids.shape[0] / mini
+            loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+    out["update_actor"] = time.perf_counter() - t0
+
+    # weight sync: a full copy of the weights into a second model
+    twin = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="sdpa")
+    t0 = time.perf_counter()
+    twin.load_state_dict(model.state_dict())
+    out["update_weights"] = time.perf_counter() - t0
+    out["roofline_end"] = roofline_gflops(model_dir)
+    return out
+
+
+def run_json_subprocess(args: list[str]) -> dict[str, Any]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    proc = subprocess.run(
+        [sys.executable, __file__, *args], cwd=REPO_ROOT, env=env, capture_output=True, text=True
+    )
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stderr[-4000:])
+        raise RuntimeError(f"bench_step subprocess {args[:1]} failed (exit {proc.returncode})")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def roofline_now(model_dir: str, intra: int, inter: int) -> float:
+    spec = json.dumps({"model": model_dir, "intra": intra, "inter": inter})
+    return float(run_json_subprocess(["--_roofline", spec])["gflops"])
+
+
+# -- the project's run ---------------------------------------------------------------------------
+def composed_workload(overrides: list[str]) -> dict[str, Any]:
+    """Batch shapes of the run from the composed Hydra config (the same overrides the run gets)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    if GlobalHydra.instance().is_initialized():
+        GlobalHydra.instance().clear()
+    args = [o for o in overrides if not o.startswith("--config-name") and o != "copo_cpu"]
+    args.append("hydra.searchpath=[pkg://verl.trainer.config]")
+    with initialize_config_dir(config_dir=str(REPO_ROOT / "recipe/copo/config"), version_base=None):
+        cfg = compose(config_name="copo_cpu", overrides=args)
+    arr = cfg.actor_rollout_ref
+    n = int(arr.rollout.n)
+    micro = arr.actor.get("ppo_micro_batch_size_per_gpu") or 8
+    return {
+        "n": n,
+        "prompts": int(cfg.data.train_batch_size),
+        "mini": int(arr.actor.ppo_mini_batch_size) * n,
+        "micro": int(micro),
+        "model": str(arr.model.path),
+    }
+
+
+def quickstart_overrides(model: str, data: str, out: str, steps: int, extra: list[str]) -> list[str]:
+    """The quickstart's own overrides (scripts/quickstart_run.py), minus validation and checkpoints."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("quickstart_run", REPO_ROOT / "scripts/quickstart_run.py")
+    quickstart_run = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(quickstart_run)
+    parser = quickstart_run.build_parser()
+    args, _ = parser.parse_known_args(["--model", model, "--data", data, "--out", out, "--steps", str(steps)])
+    no_val = ["trainer.val_before_train=false", "trainer.test_freq=-1", "trainer.save_freq=-1"]
+    return quickstart_run.build_overrides(args, [*no_val, *extra])
+
+
+def run_project(model: str, data: str, out: Path, steps: int, extra: list[str]) -> Path:
+    cmd = [
+        sys.executable,
+        str(REPO_ROOT / "scripts/quickstart_run.py"),
+        "--model",
+        model,
+        "--data",
+        data,
+        "--out",
+        str(out),
+        "--steps",
+        str(steps),
+        "--label",
+        "bench_step",
+        "trainer.val_before_train=false",
+        "trainer.test_freq=-1",
+        "trainer.save_freq=-1",
+        *extra,
+    ]
+    print(f"[bench_step] running {steps} quickstart-config steps (log: {out / 'train.log'})", flush=True)
+    proc = subprocess.run(cmd, cwd=REPO_ROOT)
+    if proc.returncode != 0:
+        raise SystemExit(f"[bench_step] the project's run failed (exit {proc.returncode}); see {out / 'train.log'}")
+    return out / "metrics.jsonl"
+
+
+def project_timings(metrics: Path) -> tuple[dict[str, float], dict[str, float], int]:
+    """Median per phase over the steps after the first (all steps if only one), shapes, steps used."""
+    from recipe.tracking.jsonl import read_metrics_jsonl
+
+    rows = [r for r in read_metrics_jsonl(metrics) if int(r.get("step", 0)) > 0 and "timing_s/step" in r]
+    if not rows:
+        raise SystemExit(f"[bench_step] {metrics} has no training step with timing_s/step")
+    used = rows[1:] if len(rows) > 1 else rows
+    timings = {}
+    for phase in (*PHASES, "step"):
+        values = [float(r[f"timing_s/{phase}"]) for r in used if r.get(f"timing_s/{phase}") is not None]
+        if values:
+            timings[phase] = statistics.median(values)
+    shape = {
+        key: statistics.mean(float(r[key]) for r in used if r.get(key) is not None)
+        for key in ("prompt_length/mean", "response_length/mean", "response_length/max", "prompt_length/max")
+        if any(r.get(key) is not None for r in used)
+    }
+    return timings, shape, len(used)
+
+
+# -- the table ---------------------------------------------------------------------------------------
+def phase_flops(params: int, rows: int, prompt_len: float, resp_len: float) -> dict[str, float]:
+    """Useful FLOPs of each phase for ``rows`` sequences (real tokens only)."""
+    tokens = rows * (prompt_len + resp_len)
+    return {
+        "gen": 2.0 * params * tokens,
+        "old_log_prob": 2.0 * params * tokens,
+        "ref": 2.0 * params * tokens,
+        "update_actor": 6.0 * params * tokens,
+        "update_weights": 0.0,
+    }
+
+
+def format_table(
+    project: dict[str, float],
+    plain: dict[str, Any],
+    flops: dict[str, float],
+    plain_flops: dict[str, float],
+    roof_project: float,
+    roof_plain: float,
+) -> list[str]:
+    def gf(f: float, s: float) -> str:
+        return f"{f / s / 1e9:7.1f}" if s > 0 and f > 0 else "      -"
+
+    def frac(f: float, s: float, roof: float) -> str:
+        return f"{f / s / 1e9 / roof:5.0%}" if s > 0 and f > 0 else "    -"
+
+    head = (
+        f"{'phase':<15}{'project s':>10}{'GFLOP/s':>8}{'roof':>6}{'@roofline':>10} |"
+        f"{'plain s':>9}{'GFLOP/s':>8}{'roof':>6}{'@roofline':>10} |{'ratio':>7}  target"
+    )
+    lines = [head, "-" * len(head)]
+    for phase in PHASES:
+        if phase not in project:
+            continue
+        p, q = project[phase], plain.get(phase)
+        ratio = p / q if q else None
+        verdict = "" if ratio is None or phase == "update_weights" else (
+            "ok" if ratio <= PHASE_TARGET else "MISS"
+        )
+        target = f"<= {PHASE_TARGET}x {verdict}" if verdict else ""
+        lines.append(
+            f"{phase:<15}{p:>10.1f}{gf(flops[phase], p)}{frac(flops[phase], p, roof_project)}"
+            f"{roof_project:>10.1f} |"
+            + (
+                f"{q:>9.1f}{gf(plain_flops.get(phase, 0), q)}{frac(plain_flops.get(phase, 0), q, roof_plain)}"
+                f"{roof_plain:>10.1f} |{ratio:>6.2f}x  {target}"
+                if q
+                else f"{'-':>9}{'':>24} |"
+            )
+        )
+    if "step" in project:
+        minimal = plain["gen"] + plain["update_actor"]
+        ratio = project["step"] / minimal
+        total_flops = flops["gen"] + flops["old_log_prob"] * ("old_log_prob" in project) + flops["update_actor"]
+        lines.append(
+            f"{'step':<15}{project['step']:>10.1f}{gf(total_flops, project['step'])}"
+            f"{frac(total_flops, project['step'], roof_project)}{roof_project:>10.1f} |"
+            f"{minimal:>9.1f}{gf(plain_flops['gen'] + plain_flops['update_actor'], minimal)}"
+            f"{frac(plain_flops['gen'] + plain_flops['update_actor'], minimal, roof_plain)}{roof_plain:>10.1f} |"
+            f"{ratio:>6.2f}x  <= {STEP_TARGET}x {'ok' if ratio <= STEP_TARGET else 'MISS'}"
+            "  (plain = generate + update)"
+        )
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--_roofline"]:
+        spec = json.loads(argv[1])
+        set_threads(spec["intra"], spec["inter"])
+        print(json.dumps({"gflops": roofline_gflops(spec["model"])}))
+        return 0
+    if argv[:1] == ["--_plain"]:
+        print(json.dumps(plain_worker(json.loads(argv[1]))))
+        return 0
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=3, help="training steps to run (the first is not timed)")
+    parser.add_argument("--metrics", type=Path, default=None, help="time this run's metrics.jsonl instead")
+    parser.add_argument("--model", default=None, help="HF model folder (default: the quickstart's SmolLM2)")
+    parser.add_argument("--data", default=None, help="folder with train/val parquet (default: the quickstart's)")
+    parser.add_argument("--out", type=Path, default=None, help="run folder (default: a temporary one)")
+    parser.add_argument("--json", type=Path, default=None, help="also write the numbers here")
+    args, extra = parser.parse_known_args(argv)
+
+    model = args.model or prepared_model()
+    data = args.data or prepared_data()
+    intra, inter = trainer_threads()
+    print(f"[bench_step] threads per worker: intra-op {intra}, inter-op {inter or 'torch default'}", flush=True)
+    print(f"[bench_step] {load_snapshot()}", flush=True)
+    roof0 = roofline_now(model, intra, inter)
+    print(f"[bench_step] roofline before the project's run: {roof0:.1f} GFLOP/s", flush=True)
+
+    with tempfile.TemporaryDirectory(prefix="bench_step-") as tmp:
+        out = args.out or Path(tmp) / "run"
+        overrides = quickstart_overrides(model, data, str(out), args.steps, extra)
+        workload = composed_workload(overrides)
+        metrics = args.metrics or run_project(model, data, out, args.steps, extra)
+        project, shape, used = project_timings(metrics)
+    load_after_project = load_snapshot()
+    roof1 = roofline_now(model, intra, inter)
+    rows = workload["prompts"] * workload["n"]
+    prompt_len = shape.get("prompt_length/mean", 0.0)
+    resp_mean = shape.get("response_length/mean", 0.0)
+    resp_max = int(round(shape.get("response_length/max", resp_mean)))
+    spec = {
+        "model": model,
+        "intra": intra,
+        "inter": inter,
+        "rows": rows,
+        "prompt_len": int(round(prompt_len)),
+        "response_len": max(1, resp_max),
+        "micro": workload["micro"],
+        "mini": workload["mini"],
+    }
+    print(f"[bench_step] plain PyTorch + transformers on the same work: {json.dumps(spec)}", flush=True)
+    plain = run_json_subprocess(["--_plain", json.dumps(spec)])
+    load_end = load_snapshot()
+
+    params = matmul_params(model)
+    flops = phase_flops(params, rows, prompt_len, resp_mean)
+    plain_flops = phase_flops(params, rows, spec["prompt_len"], spec["response_len"])
+    roof_project = (roof0 + roof1) / 2
+    roof_plain = (plain["roofline_start"] + plain["roofline_end"]) / 2
+    print()
+    print(
+        f"bench_step: {rows} sequences/step ({workload['prompts']} prompts x n={workload['n']}), "
+        f"prompt {prompt_len:.0f} tokens (mean), response {resp_mean:.0f} mean / {resp_max} max; "
+        f"mini-batch {workload['mini']} seqs, micro-batch {workload['micro']}; {params / 1e6:.1f}M matmul params; "
+        f"project: median of {used} step(s) after the first"
+    )
+    print(
+        f"roofline (fp32 matmul at the model's shapes, {intra} intra-op threads): {roof0:.1f} before / "
+        f"{roof1:.1f} after the project's run; {plain['roofline_start']:.1f} / {plain['roofline_end']:.1f} "
+        "around the plain run (GFLOP/s)"
+    )
+    print(f"load: start {load_after_project} after the project, {load_end} at the end")
+    for line in format_table(project, plain, flops, plain_flops, roof_project, roof_plain):
+        print(line)
+    if args.json:
+        args.json.write_text(
+            json.dumps(
+                {
+                    "project": project,
+                    "plain": plain,
+                    "shape": shape,
+                    "workload": workload,
+                    "roofline": [roof0, roof1],
+                    "threads": [intra, inter],
+                },
+                indent=2,
+            )
+        )
+    return 0
+
+
+def prepared_model() -> str:
+    out = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "scripts/prepare_smollm2.py")], capture_output=True, text=True, check=True
+    )
+    return out.stdout.strip().splitlines()[-1]
+
+
+def prepared_data(train: int = 256, val: int = 32, seed: int = 0) -> str:
+    cache = Path(os.environ.get("COPO_CACHE") or Path.home() / ".cache" / "copo-verl")
+    data = cache / "data" / f"bench-arith-n{train}-v{val}-s{seed}"
+    if not (data / "train.parquet").is_file():
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "data_prep",
+                "reasoning_gym",
+                "--tasks",
+                "basic_arithmetic@easy,chain_sum@easy",
+                "--size",
+                str(train),
+                "--val-size",
+                str(val),
+                "--seed",
+                str(seed),
+                "--out",
+                str(data),
+            ],
+            cwd=REPO_ROOT,
+            check=True,
+        )
+    return str(data)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -39,6 +39,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from recipe.cpu_backend.roofline import matmul_params, roofline_gflops
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PHASES = ("gen", "old_log_prob", "ref", "update_actor", "update_weights")
 PHASE_TARGET = 1.2
@@ -62,51 +64,6 @@ def set_threads(intra: int, inter: int) -> None:
     if inter > 0:
         with contextlib.suppress(RuntimeError):  # already set in this process
             torch.set_num_interop_threads(inter)
-
-
-# -- model shapes and FLOPs ------------------------------------------------------------------------
-def linear_shapes(model_dir: str) -> list[tuple[int, int, int]]:
-    """(in, out, count) of every matmul a forward of one token does (lm_head included)."""
-    cfg = json.loads((Path(model_dir) / "config.json").read_text())
-    hidden = int(cfg["hidden_size"])
-    inter = int(cfg["intermediate_size"])
-    layers = int(cfg["num_hidden_layers"])
-    heads = int(cfg["num_attention_heads"])
-    kv_heads = int(cfg.get("num_key_value_heads", heads))
-    head_dim = int(cfg.get("head_dim") or hidden // heads)
-    vocab = int(cfg["vocab_size"])
-    return [
-        (hidden, heads * head_dim, 2 * layers),  # q, o
-        (hidden, kv_heads * head_dim, 2 * layers),  # k, v
-        (hidden, inter, 2 * layers),  # gate, up
-        (inter, hidden, layers),  # down
-        (hidden, vocab, 1),  # lm_head
-    ]
-
-
-def matmul_params(model_dir: str) -> int:
-    """Weights that take part in a matmul per token (embedding lookup excluded, lm_head included)."""
-    return sum(i * o * c for i, o, c in linear_shapes(model_dir))
-
-
-def roofline_gflops(model_dir: str, tokens: int = 1024, repeats: int = 3) -> float:
-    """fp32 matmul GFLOP/s over one pass of the model's linear layers at ``tokens`` rows (best of N)."""
-    import torch
-
-    shapes = linear_shapes(model_dir)
-    x = {i: torch.randn(tokens, i) for i, _, _ in shapes}
-    w = {(i, o): torch.randn(i, o) * 0.02 for i, o, _ in shapes}
-    flops = sum(2.0 * tokens * i * o * c for i, o, c in shapes)
-    for i, o, _ in shapes:  # warm-up
-        torch.mm(x[i], w[(i, o)])
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for i, o, c in shapes:
-            for _ in range(c):
-                torch.mm(x[i], w[(i, o)])
-        best = min(best, time.perf_counter() - t0)
-    return flops / best / 1e9
 
 
 def load_snapshot() -> str:
@@ -259,7 +216,9 @@ def run_project(model: str, data: str, out: Path, steps: int, extra: list[str]) 
     print(f"[bench_step] running {steps} quickstart-config steps (log: {out / 'train.log'})", flush=True)
     proc = subprocess.run(cmd, cwd=REPO_ROOT)
     if proc.returncode != 0:
-        raise SystemExit(f"[bench_step] the project's run failed (exit {proc.returncode}); see {out / 'train.log'}")
+        raise SystemExit(
+            f"[bench_step] the project's run failed (exit {proc.returncode}); see {out / 'train.log'}"
+        )
     return out / "metrics.jsonl"
 
 
@@ -321,8 +280,8 @@ def format_table(
             continue
         p, q = project[phase], plain.get(phase)
         ratio = p / q if q else None
-        verdict = "" if ratio is None or phase == "update_weights" else (
-            "ok" if ratio <= PHASE_TARGET else "MISS"
+        verdict = (
+            "" if ratio is None or phase == "update_weights" else ("ok" if ratio <= PHASE_TARGET else "MISS")
         )
         target = f"<= {PHASE_TARGET}x {verdict}" if verdict else ""
         lines.append(
@@ -338,7 +297,9 @@ def format_table(
     if "step" in project:
         minimal = plain["gen"] + plain["update_actor"]
         ratio = project["step"] / minimal
-        total_flops = flops["gen"] + flops["old_log_prob"] * ("old_log_prob" in project) + flops["update_actor"]
+        total_flops = (
+            flops["gen"] + flops["old_log_prob"] * ("old_log_prob" in project) + flops["update_actor"]
+        )
         lines.append(
             f"{'step':<15}{project['step']:>10.1f}{gf(total_flops, project['step'])}"
             f"{frac(total_flops, project['step'], roof_project)}{roof_project:>10.1f} |"
@@ -361,11 +322,15 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(plain_worker(json.loads(argv[1]))))
         return 0
 
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--steps", type=int, default=3, help="training steps to run (the first is not timed)")
     parser.add_argument("--metrics", type=Path, default=None, help="time this run's metrics.jsonl instead")
     parser.add_argument("--model", default=None, help="HF model folder (default: the quickstart's SmolLM2)")
-    parser.add_argument("--data", default=None, help="folder with train/val parquet (default: the quickstart's)")
+    parser.add_argument(
+        "--data", default=None, help="folder with train/val parquet (default: the quickstart's)"
+    )
     parser.add_argument("--out", type=Path, default=None, help="run folder (default: a temporary one)")
     parser.add_argument("--json", type=Path, default=None, help="also write the numbers here")
     args, extra = parser.parse_known_args(argv)
@@ -373,7 +338,9 @@ def main(argv: list[str] | None = None) -> int:
     model = args.model or prepared_model()
     data = args.data or prepared_data()
     intra, inter = trainer_threads()
-    print(f"[bench_step] threads per worker: intra-op {intra}, inter-op {inter or 'torch default'}", flush=True)
+    print(
+        f"[bench_step] threads per worker: intra-op {intra}, inter-op {inter or 'torch default'}", flush=True
+    )
     print(f"[bench_step] {load_snapshot()}", flush=True)
     roof0 = roofline_now(model, intra, inter)
     print(f"[bench_step] roofline before the project's run: {roof0:.1f} GFLOP/s", flush=True)
@@ -443,7 +410,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def prepared_model() -> str:
     out = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "scripts/prepare_smollm2.py")], capture_output=True, text=True, check=True
+        [sys.executable, str(REPO_ROOT / "scripts/prepare_smollm2.py")],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return out.stdout.strip().splitlines()[-1]
 

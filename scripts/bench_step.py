@@ -83,29 +83,21 @@ def plain_worker(spec: dict[str, Any]) -> dict[str, Any]:
     rows, prompt_len, resp_len = spec["rows"], spec["prompt_len"], spec["response_len"]
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="sdpa")
     vocab = model.config.vocab_size
-    pad = int(model.config.pad_token_id or 0)
-    out: dict[str, Any] = {"roofline_start": roofline_gflops(model_dir)}
+    out: dict[str, Any] = {"roofline": {}}
+
+    def quick_roofline(phase: str) -> None:  # the machine's speed right before each phase
+        out["roofline"][phase] = roofline_gflops(model_dir, tokens=512, repeats=2)
 
     prompts = torch.randint(100, vocab - 100, (rows, prompt_len))
-    mask = torch.ones_like(prompts)
     model.eval()
+    quick_roofline("gen")
     t0 = time.perf_counter()
-    with torch.no_grad():
-        seqs = model.generate(
-            input_ids=prompts,
-            attention_mask=mask,
-            do_sample=True,
-            temperature=1.0,
-            top_p=1.0,
-            top_k=0,
-            max_new_tokens=resp_len,
-            min_new_tokens=resp_len,
-            pad_token_id=pad,
-        )
+    seqs = plain_generate(model, prompts, resp_len)
     out["gen"] = time.perf_counter() - t0
     out["gen_tokens"] = int(seqs.numel())
 
     micro = spec["micro"]
+    quick_roofline("old_log_prob")
     t0 = time.perf_counter()
     with torch.no_grad():
         for start in range(0, rows, micro):
@@ -118,6 +110,7 @@ def plain_worker(spec: dict[str, Any]) -> dict[str, Any]:
     opt = torch.optim.AdamW(model.parameters(), lr=1e-6)
     mini = spec["mini"]
     adv = torch.randn(rows, 1)
+    quick_roofline("update_actor")
     t0 = time.perf_counter()
     for mb_start in range(0, rows, mini):
         opt.zero_grad(set_to_none=True)
@@ -136,8 +129,30 @@ def plain_worker(spec: dict[str, Any]) -> dict[str, Any]:
     t0 = time.perf_counter()
     twin.load_state_dict(model.state_dict())
     out["update_weights"] = time.perf_counter() - t0
-    out["roofline_end"] = roofline_gflops(model_dir)
+    quick_roofline("end")
     return out
+
+
+def plain_generate(model: Any, prompts: Any, new_tokens: int) -> Any:
+    """What a plain PyTorch sampler does: one prefill, then one cached forward per token, sampling
+    each token from softmax(logits) (temperature 1, no top-k/p) for every row, ``new_tokens`` times.
+
+    transformers' own ``generate(do_sample=True)`` was timed at 4x this loop on this machine (its
+    per-step logits processors and bookkeeping), so this loop, not ``generate``, is the baseline.
+    """
+    import torch
+
+    with torch.no_grad():
+        out = model(input_ids=prompts, use_cache=True)
+        past, tokens = out.past_key_values, [prompts]
+        for step in range(new_tokens):
+            probs = torch.softmax(out.logits[:, -1, :].float(), dim=-1)
+            token = torch.multinomial(probs, 1)
+            tokens.append(token)
+            if step + 1 < new_tokens:
+                out = model(input_ids=token, past_key_values=past, use_cache=True)
+                past = out.past_key_values
+    return torch.cat(tokens, dim=1)
 
 
 def run_json_subprocess(args: list[str]) -> dict[str, Any]:
@@ -262,51 +277,60 @@ def format_table(
     flops: dict[str, float],
     plain_flops: dict[str, float],
     roof_project: float,
-    roof_plain: float,
 ) -> list[str]:
-    def gf(f: float, s: float) -> str:
-        return f"{f / s / 1e9:7.1f}" if s > 0 and f > 0 else "      -"
+    """One row per phase: seconds, GFLOP/s, share of the roofline, the roofline beside each wall time.
 
-    def frac(f: float, s: float, roof: float) -> str:
-        return f"{f / s / 1e9 / roof:5.0%}" if s > 0 and f > 0 else "    -"
+    ``ratio`` is project s / plain s. ``adj`` is the same ratio at equal machine speed (each side's
+    seconds times the roofline measured around it): the cores are shared, and the speed drifts
+    up to 2x within minutes, so the targets are judged on ``adj``.
+    """
+    roofs = plain["roofline"]
+
+    def gf(f: float, sec: float) -> str:
+        return f"{f / sec / 1e9:8.1f}" if sec > 0 and f > 0 else f"{'-':>8}"
+
+    def frac(f: float, sec: float, roof: float) -> str:
+        return f"{f / sec / 1e9 / roof:6.0%}" if sec > 0 and f > 0 else f"{'-':>6}"
 
     head = (
-        f"{'phase':<15}{'project s':>10}{'GFLOP/s':>8}{'roof':>6}{'@roofline':>10} |"
-        f"{'plain s':>9}{'GFLOP/s':>8}{'roof':>6}{'@roofline':>10} |{'ratio':>7}  target"
+        f"{'phase':<15}{'project s':>10}{'GFLOP/s':>8}{'roof%':>6}{'@GFLOP/s':>9} |"
+        f"{'plain s':>8}{'GFLOP/s':>8}{'roof%':>6}{'@GFLOP/s':>9} |{'ratio':>7}{'adj':>7}  target (on adj)"
     )
     lines = [head, "-" * len(head)]
+
+    def row(
+        name: str, p: float, f_p: float, q: float | None, f_q: float, roof_q: float, target: float | None
+    ):
+        left = f"{name:<15}{p:>10.1f}{gf(f_p, p)}{frac(f_p, p, roof_project)}{roof_project:>9.1f} |"
+        if not q:
+            return left + f"{'-':>8}{'':>23} |"
+        ratio = p / q
+        adj = (p * roof_project) / (q * roof_q)
+        verdict = "" if target is None else f"<= {target}x {'ok' if adj <= target else 'MISS'}"
+        return (
+            left
+            + f"{q:>8.1f}{gf(f_q, q)}{frac(f_q, q, roof_q)}{roof_q:>9.1f} |{ratio:>6.2f}x{adj:>6.2f}x  {verdict}"
+        )
+
     for phase in PHASES:
         if phase not in project:
             continue
-        p, q = project[phase], plain.get(phase)
-        ratio = p / q if q else None
-        verdict = (
-            "" if ratio is None or phase == "update_weights" else ("ok" if ratio <= PHASE_TARGET else "MISS")
-        )
-        target = f"<= {PHASE_TARGET}x {verdict}" if verdict else ""
-        lines.append(
-            f"{phase:<15}{p:>10.1f}{gf(flops[phase], p)}{frac(flops[phase], p, roof_project)}"
-            f"{roof_project:>10.1f} |"
-            + (
-                f"{q:>9.1f}{gf(plain_flops.get(phase, 0), q)}{frac(plain_flops.get(phase, 0), q, roof_plain)}"
-                f"{roof_plain:>10.1f} |{ratio:>6.2f}x  {target}"
-                if q
-                else f"{'-':>9}{'':>24} |"
-            )
-        )
+        q = plain.get(phase)
+        roof_q = roofs.get(phase, roofs.get("end", roof_project))
+        target = None if phase == "update_weights" else PHASE_TARGET
+        lines.append(row(phase, project[phase], flops[phase], q, plain_flops.get(phase, 0.0), roof_q, target))
     if "step" in project:
         minimal = plain["gen"] + plain["update_actor"]
-        ratio = project["step"] / minimal
-        total_flops = (
-            flops["gen"] + flops["old_log_prob"] * ("old_log_prob" in project) + flops["update_actor"]
+        # the plain step's speed: the two phases' rooflines weighted by their seconds
+        roof_q = (plain["gen"] * roofs["gen"] + plain["update_actor"] * roofs["update_actor"]) / minimal
+        f_p = (
+            flops["gen"]
+            + flops["update_actor"]
+            + (flops["old_log_prob"] if "old_log_prob" in project else 0.0)
         )
+        f_q = plain_flops["gen"] + plain_flops["update_actor"]
         lines.append(
-            f"{'step':<15}{project['step']:>10.1f}{gf(total_flops, project['step'])}"
-            f"{frac(total_flops, project['step'], roof_project)}{roof_project:>10.1f} |"
-            f"{minimal:>9.1f}{gf(plain_flops['gen'] + plain_flops['update_actor'], minimal)}"
-            f"{frac(plain_flops['gen'] + plain_flops['update_actor'], minimal, roof_plain)}{roof_plain:>10.1f} |"
-            f"{ratio:>6.2f}x  <= {STEP_TARGET}x {'ok' if ratio <= STEP_TARGET else 'MISS'}"
-            "  (plain = generate + update)"
+            row("step", project["step"], f_p, minimal, f_q, roof_q, STEP_TARGET) + "  (plain: gen + update)"
         )
     return lines
 
@@ -333,6 +357,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--out", type=Path, default=None, help="run folder (default: a temporary one)")
     parser.add_argument("--json", type=Path, default=None, help="also write the numbers here")
+    parser.add_argument(
+        "--project-roofline",
+        type=float,
+        default=None,
+        help="with --metrics: the roofline (GFLOP/s) measured when that run ran (default: its summary.json's)",
+    )
     args, extra = parser.parse_known_args(argv)
 
     model = args.model or prepared_model()
@@ -342,8 +372,11 @@ def main(argv: list[str] | None = None) -> int:
         f"[bench_step] threads per worker: intra-op {intra}, inter-op {inter or 'torch default'}", flush=True
     )
     print(f"[bench_step] {load_snapshot()}", flush=True)
-    roof0 = roofline_now(model, intra, inter)
-    print(f"[bench_step] roofline before the project's run: {roof0:.1f} GFLOP/s", flush=True)
+    if args.metrics:
+        roof0 = roof1 = args.project_roofline or summary_roofline(args.metrics)
+    else:
+        roof0 = roofline_now(model, intra, inter)
+        print(f"[bench_step] roofline before the project's run: {roof0:.1f} GFLOP/s", flush=True)
 
     with tempfile.TemporaryDirectory(prefix="bench_step-") as tmp:
         out = args.out or Path(tmp) / "run"
@@ -352,7 +385,8 @@ def main(argv: list[str] | None = None) -> int:
         metrics = args.metrics or run_project(model, data, out, args.steps, extra)
         project, shape, used = project_timings(metrics)
     load_after_project = load_snapshot()
-    roof1 = roofline_now(model, intra, inter)
+    if not args.metrics:
+        roof1 = roofline_now(model, intra, inter)
     rows = workload["prompts"] * workload["n"]
     prompt_len = shape.get("prompt_length/mean", 0.0)
     resp_mean = shape.get("response_length/mean", 0.0)
@@ -375,7 +409,6 @@ def main(argv: list[str] | None = None) -> int:
     flops = phase_flops(params, rows, prompt_len, resp_mean)
     plain_flops = phase_flops(params, rows, spec["prompt_len"], spec["response_len"])
     roof_project = (roof0 + roof1) / 2
-    roof_plain = (plain["roofline_start"] + plain["roofline_end"]) / 2
     print()
     print(
         f"bench_step: {rows} sequences/step ({workload['prompts']} prompts x n={workload['n']}), "
@@ -385,11 +418,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         f"roofline (fp32 matmul at the model's shapes, {intra} intra-op threads): {roof0:.1f} before / "
-        f"{roof1:.1f} after the project's run; {plain['roofline_start']:.1f} / {plain['roofline_end']:.1f} "
-        "around the plain run (GFLOP/s)"
+        f"{roof1:.1f} after the project's run; before each plain phase "
+        + ", ".join(f"{k} {v:.1f}" for k, v in plain["roofline"].items())
+        + " (GFLOP/s)"
     )
     print(f"load: start {load_after_project} after the project, {load_end} at the end")
-    for line in format_table(project, plain, flops, plain_flops, roof_project, roof_plain):
+    for line in format_table(project, plain, flops, plain_flops, roof_project):
         print(line)
     if args.json:
         args.json.write_text(
@@ -406,6 +440,18 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
     return 0
+
+
+def summary_roofline(metrics: Path) -> float:
+    """The roofline a quickstart_run.py run measured before and after training (its summary.json)."""
+    summary = metrics.parent / "summary.json"
+    values = json.loads(summary.read_text()).get("roofline_gflops") if summary.is_file() else None
+    if not values:
+        raise SystemExit(
+            f"[bench_step] {summary} holds no roofline_gflops: pass --project-roofline with the GFLOP/s "
+            "measured when that run ran"
+        )
+    return sum(values) / len(values)
 
 
 def prepared_model() -> str:

@@ -163,6 +163,12 @@ def _worker_env() -> dict[str, str]:
         THREADS_ENV: str(intra),
         "OMP_NUM_THREADS": str(intra),
         "MKL_NUM_THREADS": str(intra),
+        # TransferQueue sets torch's threads around each put/get (TQ_NUM_THREADS, default 8, with a
+        # warning on 2 cores) and then restores the count torch had when it was imported, which
+        # OMP_NUM_THREADS above fixes; one ZeroMQ I/O thread per client instead of 8 is plenty
+        # for CPU-sized batches.
+        "TQ_NUM_THREADS": str(intra),
+        "TQ_CLIENT_ZMQ_IO_THREADS": "1",
     }
 
 

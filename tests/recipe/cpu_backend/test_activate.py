@@ -27,6 +27,8 @@ def clean_platform(monkeypatch: pytest.MonkeyPatch):
         "OMP_NUM_THREADS",
         "MKL_NUM_THREADS",
         "COPO_CPU_THREADS",
+        "TQ_NUM_THREADS",
+        "TQ_CLIENT_ZMQ_IO_THREADS",
         "TOKENIZERS_PARALLELISM",
     ):
         if key in os.environ:
@@ -158,6 +160,7 @@ def test_activate_passes_the_threads_to_every_ray_worker(
         config = OmegaConf.create({"trainer": {"device": "cpu"}})
         env_vars = cpu_backend.activate(config).ray_kwargs.ray_init.runtime_env.env_vars
         assert env_vars.COPO_CPU_THREADS == env_vars.OMP_NUM_THREADS == env_vars.MKL_NUM_THREADS == "1"
+        assert env_vars.TQ_NUM_THREADS == "1"  # TransferQueue resets torch's threads to this
         assert torch.get_num_threads() == 1  # applied to this process too
     finally:
         torch.set_num_threads(threads)

@@ -349,7 +349,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--model", required=True, help="HF model folder")
     parser.add_argument("--data", required=True, help="folder with train.parquet and val.parquet")
     parser.add_argument("--out", required=True, help="run folder (metrics, checkpoints, log)")
-    parser.add_argument("--steps", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=8, help="training steps (default 8)")
     parser.add_argument("--algo", choices=["copo", "grpo"], default="copo")
     yaml = "default: copo_cpu.yaml's"
     parser.add_argument("--batch", type=int, default=None, help=f"prompts per step ({yaml})")

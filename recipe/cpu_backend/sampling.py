@@ -68,6 +68,15 @@ class _Row:
     logps: list[float] = field(default_factory=list)
 
 
+def _keeps_last_logits(model: torch.nn.Module) -> bool:
+    """Whether the model's forward takes ``logits_to_keep`` (transformers' causal LMs do): a prefill
+    then computes lm_head for the last position only, not for every prompt token (on SmolLM2 the
+    49k-vocabulary head is a fifth of a token's FLOPs, and the (B, L, V) logits hundreds of MB)."""
+    import inspect
+
+    return "logits_to_keep" in inspect.signature(model.forward).parameters
+
+
 def _left_pad_time(t: torch.Tensor, width: int) -> torch.Tensor:
     """Pad dim -2 (time) of a KV tensor (B, H, T, D) on the left with zeros up to ``width``."""
     missing = width - t.shape[-2]
@@ -135,7 +144,10 @@ class DecodeBatch:
             input_ids[row, width - len(prompt) :] = torch.tensor(list(prompt), dtype=torch.long)
             mask[row, width - len(prompt) :] = 1
         position_ids = (mask.cumsum(-1) - 1).clamp(min=0)
-        out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=position_ids, use_cache=True)
+        extra = {"logits_to_keep": 1} if _keeps_last_logits(self.model) else {}
+        out = self.model(
+            input_ids=input_ids, attention_mask=mask, position_ids=position_ids, use_cache=True, **extra
+        )
         self.forward_calls += 1
         logits = out.logits[:, -1, :].float()
         new_rows = [

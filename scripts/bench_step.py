@@ -90,28 +90,32 @@ def plain_worker(spec: dict[str, Any]) -> dict[str, Any]:
 
     prompts = torch.randint(100, vocab - 100, (rows, prompt_len))
     model.eval()
+    # warm-up: first calls allocate and pick kernels (the project's steps after the first are warm too)
+    plain_generate(model, prompts[: spec["micro"]], 2)
     quick_roofline("gen")
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     seqs = plain_generate(model, prompts, resp_len)
     out["gen"] = time.perf_counter() - t0
+    out["cpu"] = {"gen": time.process_time() - c0}
     out["gen_tokens"] = int(seqs.numel())
 
     micro = spec["micro"]
     quick_roofline("old_log_prob")
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     with torch.no_grad():
         for start in range(0, rows, micro):
             ids = seqs[start : start + micro]
             logits = model(input_ids=ids).logits[:, prompt_len - 1 : -1].float()
             torch.log_softmax(logits, dim=-1).gather(-1, ids[:, prompt_len:, None])
     out["old_log_prob"] = time.perf_counter() - t0
+    out["cpu"]["old_log_prob"] = time.process_time() - c0
 
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-6)
     mini = spec["mini"]
     adv = torch.randn(rows, 1)
     quick_roofline("update_actor")
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for mb_start in range(0, rows, mini):
         opt.zero_grad(set_to_none=True)
         for start in range(mb_start, min(mb_start + mini, rows), micro):
@@ -123,6 +127,7 @@ def plain_worker(spec: dict[str, Any]) -> dict[str, Any]:
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
     out["update_actor"] = time.perf_counter() - t0
+    out["cpu"]["update_actor"] = time.process_time() - c0
 
     # weight sync: a full copy of the weights into a second model
     twin = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="sdpa")
@@ -229,12 +234,48 @@ def run_project(model: str, data: str, out: Path, steps: int, extra: list[str]) 
         *extra,
     ]
     print(f"[bench_step] running {steps} quickstart-config steps (log: {out / 'train.log'})", flush=True)
-    proc = subprocess.run(cmd, cwd=REPO_ROOT)
+    proc = subprocess.Popen(cmd, cwd=REPO_ROOT)
+    cpu_at_step = watch_cpu_seconds(proc, out / "metrics.jsonl")
     if proc.returncode != 0:
         raise SystemExit(
             f"[bench_step] the project's run failed (exit {proc.returncode}); see {out / 'train.log'}"
         )
+    (out / "cpu_seconds.json").write_text(json.dumps(cpu_at_step))
     return out / "metrics.jsonl"
+
+
+def watch_cpu_seconds(proc: subprocess.Popen, metrics: Path) -> dict[int, float]:
+    """CPU seconds used by the whole job (trainer, Ray, workers) when each step's metrics line appears.
+
+    Wall time drifts with whoever else uses the shared cores; CPU seconds count only this job's
+    work, so per-step CPU seconds compare with the plain run's even on a busy machine.
+    """
+    import psutil
+
+    from recipe.tracking.jsonl import read_metrics_jsonl
+
+    root = psutil.Process(proc.pid)
+    seen: dict[int, float] = {}
+    finished: dict[int, float] = {}  # CPU of processes that exited (kept by pid)
+    while proc.poll() is None:
+        total = 0.0
+        try:
+            procs = [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            procs = []
+        for p in procs:
+            try:
+                t = p.cpu_times()
+                finished[p.pid] = t.user + t.system
+            except psutil.NoSuchProcess:
+                pass
+        total = sum(finished.values())
+        for row in read_metrics_jsonl(metrics) if metrics.is_file() else []:
+            step = int(row.get("step", 0))
+            if step > 0 and step not in seen and "timing_s/step" in row:
+                seen[step] = total
+        time.sleep(0.5)
+    return seen
 
 
 def project_timings(metrics: Path) -> tuple[dict[str, float], dict[str, float], int]:
@@ -384,6 +425,7 @@ def main(argv: list[str] | None = None) -> int:
         workload = composed_workload(overrides)
         metrics = args.metrics or run_project(model, data, out, args.steps, extra)
         project, shape, used = project_timings(metrics)
+        cpu_step = project_cpu_per_step(metrics.parent / "cpu_seconds.json")
     load_after_project = load_snapshot()
     if not args.metrics:
         roof1 = roofline_now(model, intra, inter)
@@ -425,6 +467,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"load: start {load_after_project} after the project, {load_end} at the end")
     for line in format_table(project, plain, flops, plain_flops, roof_project):
         print(line)
+    plain_cpu = plain["cpu"]["gen"] + plain["cpu"]["update_actor"]
+    if cpu_step is not None:
+        print(
+            f"CPU seconds (this job's processes only, so other users of the cores do not count): project step "
+            f"{cpu_step:.1f} (all its processes) vs plain gen + update {plain_cpu:.1f} "
+            f"(gen {plain['cpu']['gen']:.1f}, update {plain['cpu']['update_actor']:.1f}): "
+            f"{cpu_step / plain_cpu:.2f}x  <= {STEP_TARGET}x {'ok' if cpu_step / plain_cpu <= STEP_TARGET else 'MISS'}"
+        )
     if args.json:
         args.json.write_text(
             json.dumps(
@@ -440,6 +490,15 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
     return 0
+
+
+def project_cpu_per_step(path: Path) -> float | None:
+    """Median CPU seconds between consecutive steps' metrics lines (steps after the first)."""
+    if not path.is_file():
+        return None
+    at = {int(k): v for k, v in json.loads(path.read_text()).items()}
+    diffs = [at[s] - at[s - 1] for s in sorted(at) if s - 1 in at]
+    return statistics.median(diffs) if diffs else None
 
 
 def summary_roofline(metrics: Path) -> float:

@@ -44,6 +44,7 @@ from recipe.cpu_backend.roofline import matmul_params, roofline_gflops
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PHASES = ("gen", "old_log_prob", "ref", "update_actor", "update_weights")
 PHASE_TARGET = 1.2
+SKIPPED_S = 0.1  # a phase this short did no model pass
 STEP_TARGET = 1.3
 
 
@@ -358,6 +359,9 @@ def format_table(
             continue
         q = plain.get(phase)
         roof_q = roofs.get(phase, roofs.get("end", roof_project))
+        if project[phase] < SKIPPED_S:  # e.g. old_log_prob with the rollout's log-probs reused
+            lines.append(f"{phase:<15}{project[phase]:>10.2f}  (pass skipped: nothing to compare)")
+            continue
         target = None if phase == "update_weights" else PHASE_TARGET
         lines.append(row(phase, project[phase], flops[phase], q, plain_flops.get(phase, 0.0), roof_q, target))
     if "step" in project:

@@ -147,13 +147,19 @@ def validation_verdict(
     return "did not improve (short runs are noisy; try --steps 20)"
 
 
-def read_val_scores(path: Path) -> dict[str, float]:
-    """Per-prompt greedy validation scores from verl's dump (``trainer.validation_data_dir``/<step>.jsonl)."""
-    scores: dict[str, float] = {}
+def read_val_scores(path: Path) -> dict[tuple[str, int], float]:
+    """Per-prompt greedy validation scores from verl's dump (``trainer.validation_data_dir``/<step>.jsonl).
+
+    Keyed by (prompt text, occurrence): a validation set may hold the same problem twice.
+    """
+    scores: dict[tuple[str, int], float] = {}
+    seen: dict[str, int] = {}
     for line in path.read_text().splitlines():
         if line.strip():
             row = json.loads(line)
-            scores[str(row["input"])] = float(row["score"])
+            text = str(row["input"])
+            seen[text] = seen.get(text, 0) + 1
+            scores[(text, seen[text])] = float(row["score"])
     return scores
 
 

@@ -107,13 +107,14 @@ def test_paired_bootstrap_ci_and_mcnemar_against_direct_computations() -> None:
 def test_validation_comparison_pairs_prompts_across_dumps(tmp_path: Path) -> None:
     val = tmp_path / qs.VAL_DIR
     val.mkdir()
-    rows0 = [{"input": f"q{i}", "score": float(i < 2)} for i in range(6)]
-    rows3 = [{"input": f"q{i}", "score": float(i in (0, 3, 4))} for i in reversed(range(6))]
+    # q5 appears twice (a validation set may repeat a problem): both copies are kept, in order
+    rows0 = [{"input": f"q{min(i, 5)}", "score": float(i < 2)} for i in range(7)]
+    rows3 = [{"input": f"q{min(i, 5)}", "score": float(i in (0, 3, 4, 6))} for i in range(7)]
     (val / "0.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows0))
     (val / "3.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows3))
     got = qs.validation_comparison(val, steps=3)
-    assert got["prompts"] == 6 and got["improved"] == 2 and got["worsened"] == 1
-    assert got["before"] == pytest.approx(2 / 6) and got["after"] == pytest.approx(3 / 6)
+    assert got["prompts"] == 7 and got["improved"] == 3 and got["worsened"] == 1
+    assert got["before"] == pytest.approx(2 / 7) and got["after"] == pytest.approx(4 / 7)
     assert qs.validation_comparison(val, steps=4) is None
 
 

@@ -72,6 +72,9 @@ def build_overrides(args: argparse.Namespace, extra: list[str]) -> list[str]:
         for name, key in WORKLOAD_KEYS.items()
         if getattr(args, name, None) is not None
     ]
+    if getattr(args, "mini_batch", None) == 0:  # one optimizer update per step: the whole step batch
+        workload = [w for w in workload if not w.startswith(WORKLOAD_KEYS["mini_batch"] + "=")]
+        workload.append(WORKLOAD_KEYS["mini_batch"] + "=${data.train_batch_size}")
     return [
         "--config-name",
         "copo_cpu",
@@ -359,7 +362,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--algo", choices=["copo", "grpo"], default="copo")
     yaml = "default: copo_cpu.yaml's"
     parser.add_argument("--batch", type=int, default=None, help=f"prompts per step ({yaml})")
-    parser.add_argument("--mini-batch", type=int, default=None, help=f"prompts per optimizer update ({yaml})")
+    parser.add_argument(
+        "--mini-batch",
+        type=int,
+        default=None,
+        help=f"prompts per optimizer update, 0 for the whole step ({yaml})",
+    )
     parser.add_argument("--n", type=int, default=None, help=f"responses per prompt ({yaml})")
     parser.add_argument("--prompt-length", type=int, default=None, help=f"data.max_prompt_length ({yaml})")
     parser.add_argument(

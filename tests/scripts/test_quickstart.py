@@ -86,6 +86,18 @@ def test_workload_comes_from_copo_cpu_yaml_unless_given() -> None:
     assert "actor_rollout_ref.rollout.n=6" in given and "actor_rollout_ref.actor.optim.lr=1e-05" in given
 
 
+def test_mini_batch_zero_means_one_update_per_step() -> None:
+    from recipe.copo.config_check import compose
+
+    overrides = qs.build_overrides(_args(mini_batch=0, batch=None), [])
+    assert "actor_rollout_ref.actor.ppo_mini_batch_size=${data.train_batch_size}" in overrides
+    config = compose([o for o in overrides[2:] if "=" in o], config_name="copo_cpu")
+    assert config.actor_rollout_ref.actor.ppo_mini_batch_size == config.data.train_batch_size
+    six = qs.build_overrides(_args(mini_batch=0, batch=6), [])
+    config = compose([o for o in six[2:] if "=" in o], config_name="copo_cpu")
+    assert config.actor_rollout_ref.actor.ppo_mini_batch_size == 6
+
+
 def test_paired_bootstrap_ci_and_mcnemar_against_direct_computations() -> None:
     import math
 

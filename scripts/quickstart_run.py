@@ -100,6 +100,25 @@ def build_overrides(args: argparse.Namespace, extra: list[str]) -> list[str]:
     ]
 
 
+def stop_process_group(proc: subprocess.Popen, grace_s: float = 20.0) -> None:
+    """Stop the trainer's process group: SIGINT (verl and Ray shut down cleanly), then SIGTERM, then
+    SIGKILL, each after a grace period, so that no Ray worker outlives an interrupted quickstart."""
+    for sig, wait_s in ((signal.SIGINT, grace_s), (signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def machine_speed(model: str) -> float:
     """The roofline (fp32 matmul GFLOP/s at the model's shapes, the trainer's threads), quickly."""
     import torch
@@ -296,8 +315,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
                     break
                 time.sleep(2.0)
         except KeyboardInterrupt:
-            os.killpg(proc.pid, signal.SIGINT)
-            proc.wait()
+            stop_process_group(proc)
             raise
     wall = time.time() - started
     load_end = load_text()
@@ -385,6 +403,8 @@ def main(argv: list[str] | None = None) -> int:
     bad = [e for e in extra if e.startswith("-")]
     if bad:
         parser.error(f"unknown option(s) {bad}; Hydra overrides look like key=value")
+    # SIGTERM (a scheduler, `kill`) stops the trainer the same way as Ctrl-C
+    signal.signal(signal.SIGTERM, _raise_interrupt)
     return run(args, extra)
 
 

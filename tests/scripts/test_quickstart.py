@@ -185,3 +185,21 @@ def test_finished_run_folder_starts_fresh_and_interrupted_one_resumes(tmp_path: 
     assert qs.run(args, []) == 0
     assert (out / "checkpoints" / "global_step_3").is_dir()
     assert json.loads((out / "summary.json").read_text())["steps"] == 1
+
+
+def test_stop_process_group_escalates_when_sigint_is_ignored() -> None:
+    import os
+    import sys
+    import time
+
+    code = "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); print('up', flush=True); time.sleep(60)"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], start_new_session=True, stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout.readline().strip() == "up"
+    t0 = time.monotonic()
+    qs.stop_process_group(proc, grace_s=0.5)
+    assert proc.poll() is not None and time.monotonic() - t0 < 10
+    assert proc.returncode == -15  # SIGINT was ignored, SIGTERM ended it
+    with pytest.raises(ProcessLookupError):
+        os.killpg(proc.pid, 0)

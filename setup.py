@@ -6,21 +6,33 @@ GPU clusters (CUDA torch, vLLM):
     pip install -e ".[gpu]"
 """
 
+import importlib.util
 from pathlib import Path
 
 from setuptools import find_packages, setup
 
+HERE = Path(__file__).resolve().parent
+
 
 def nodeps_pin(name: str) -> str:
     """The pinned requirement of ``name`` in requirements/nodeps.txt (the one place it is pinned)."""
-    lines = (Path(__file__).resolve().parent / "requirements" / "nodeps.txt").read_text().splitlines()
+    lines = (HERE / "requirements" / "nodeps.txt").read_text().splitlines()
     return next(line.strip() for line in lines if line.strip().startswith(f"{name}=="))
 
 
-# verl 0.9.1 is the only version the recipe and the CPU backend are tested against
-# (recipe/copo/REQUIRED_VERL.txt). Its base requirements do not pin torch, so the
-# CPU extra below pins the on-disk CPU wheel and pip never pulls a CUDA build.
-VERL = "verl==0.9.1"
+def verl_version() -> str:
+    """The verl pin, read by recipe/verl_pin.py (loaded by path: the project is not installed yet)."""
+    spec = importlib.util.spec_from_file_location("copo_verl_pin", HERE / "recipe" / "verl_pin.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.required_verl()
+
+
+# The only verl version the recipe and the CPU backend are tested against (recipe/copo/REQUIRED_VERL.txt).
+# Its base requirements do not pin torch, so the CPU extra below pins the on-disk CPU wheel and pip
+# never pulls a CUDA build.
+VERL_VERSION = verl_version()
+VERL = f"verl=={VERL_VERSION}"
 
 CPU = [
     "torch==2.13.0",
@@ -57,7 +69,7 @@ CPU = [
 
 # Everything CUDA-pinned lives here; CPU set-up never installs it.
 GPU = [
-    "verl[vllm]==0.9.1",  # pins torch 2.11.0 (CUDA), vllm 0.24.0, transformers 5.9.0
+    f"verl[vllm]=={VERL_VERSION}",  # 0.9.1 pins torch 2.11.0 (CUDA), vllm 0.24.0, transformers 5.9.0
     "math-verify==0.9.0",
     "hydra-core>=1.3",
     "pandas",

@@ -3,23 +3,18 @@
 Public API (SPEC section 6):
     compute_copo_advantages(scores, index, answers=None, ...) -> CopoAdvantages
     copo_policy_loss(old_log_prob, log_prob, local_adv, global_adv, local_weight, response_mask, ...)
-    copo_batch_metrics(adv, scores, index=None) -> dict[str, float]
+    copo_batch_metrics(adv, index=None) -> dict[str, float]
     signal_budget_metrics(advantages, response_mask, scores, index) -> dict[str, float]
     group_inverse(index) -> (LongTensor (N,), P)
-    gcpo_shapley, compute_gcpo_advantages, gcpo_coverage, gcpo_metrics  (SPEC section 8, copo_core/gcpo.py)
+    gcpo_shapley, compute_gcpo_advantages, gcpo_metrics  (SPEC section 8, copo_core/gcpo.py)
+    CopoConfig, GcpoConfig: the algorithm.copo / algorithm.gcpo sections (defaults + checks)
 """
 
-from copo_core.advantages import (
-    BLEND_MODES,
-    ENTROPY_SOURCES,
-    CopoAdvantages,
-    compute_copo_advantages,
-    group_normalized_advantage,
-)
+from copo_core.advantages import CopoAdvantages, compute_copo_advantages, group_normalized_advantage
+from copo_core.config import BLEND_MODES, ENTROPY_SOURCES, ConfigError, CopoConfig, GcpoConfig
 from copo_core.gcpo import (
     compute_gcpo_advantages,
     gcpo_advantages_from_shares,
-    gcpo_coverage,
     gcpo_metrics,
     gcpo_shapley,
 )
@@ -31,14 +26,16 @@ __all__ = [
     "BLEND_MODES",
     "ENTROPY_SOURCES",
     "LOSS_AGG_MODES",
+    "ConfigError",
     "CopoAdvantages",
+    "CopoConfig",
+    "GcpoConfig",
     "agg_loss",
     "compute_copo_advantages",
     "copo_batch_metrics",
     "compute_gcpo_advantages",
     "copo_policy_loss",
     "gcpo_advantages_from_shares",
-    "gcpo_coverage",
     "gcpo_metrics",
     "gcpo_shapley",
     "group_inverse",

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from copo_core.grouping import factorize_hashables, group_inverse
+from copo_core.config import BLEND_MODES, ENTROPY_SOURCES, CopoConfig
+from copo_core.grouping import factorize_hashables, group_inverse, group_reduce
 
 __all__ = [
     "BLEND_MODES",
@@ -22,18 +23,6 @@ __all__ = [
     "compute_copo_advantages",
     "group_normalized_advantage",
 ]
-
-# Weight of the LOCAL loss per mode (SPEC section 4).
-BLEND_MODES: tuple[str, ...] = (
-    "soft",
-    "soft_with_zero",
-    "soft_with_forced",
-    "zero",
-    "forced",
-    "global_only",
-    "local_only",
-)
-ENTROPY_SOURCES: tuple[str, ...] = ("answer", "reward")
 
 
 @dataclass(frozen=True, eq=False)  # tensor fields: no elementwise __eq__
@@ -94,24 +83,9 @@ def _validate_scores(scores: torch.Tensor | Sequence[float] | np.ndarray) -> tor
     return scores
 
 
-def _check_options(k: float, b: float, blend_mode: str, entropy_source: str, eps: float) -> None:
-    if blend_mode not in BLEND_MODES:
-        raise ValueError(f"unknown `blend_mode` {blend_mode!r}; choose one of {list(BLEND_MODES)}")
-    if entropy_source not in ENTROPY_SOURCES:
-        raise ValueError(
-            f"unknown `entropy_source` {entropy_source!r}; choose one of {list(ENTROPY_SOURCES)}"
-        )
-    if not math.isfinite(k) or k < 0:
-        raise ValueError(f"`k` (blend gate sharpness) must be a finite number >= 0, got {k}")
-    if not math.isfinite(b):
-        raise ValueError(f"`b` (blend gate entropy threshold, bits) must be finite, got {b}")
+def _check_eps(eps: float) -> None:
     if not math.isfinite(eps) or eps < 0:
         raise ValueError(f"`eps` must be a finite number >= 0, got {eps}")
-
-
-def _group_sums(values: torch.Tensor, gidx: torch.Tensor, n_groups: int) -> torch.Tensor:
-    """(N,) -> (P,) sum per group."""
-    return torch.zeros(n_groups, dtype=values.dtype, device=values.device).index_add_(0, gidx, values)
 
 
 @torch.no_grad()
@@ -139,10 +113,10 @@ def group_normalized_advantage(
     """
     scores = scores.to(torch.float32)
     gidx = group_index
-    count = _group_sums(torch.ones_like(scores), gidx, num_groups)
-    mean = _group_sums(scores, gidx, num_groups) / count.clamp_min(1.0)
+    count = group_reduce(torch.ones_like(scores), gidx, num_groups, "sum")
+    mean = group_reduce(scores, gidx, num_groups, "sum") / count.clamp_min(1.0)
     centered = scores - mean[gidx]
-    var = _group_sums(centered * centered, gidx, num_groups) / (count - 1.0).clamp_min(1.0)
+    var = group_reduce(centered * centered, gidx, num_groups, "sum") / (count - 1.0).clamp_min(1.0)
     std = torch.sqrt(torch.clamp(var, min=0.0))
     single = count <= 1.0
     mean = torch.where(single, torch.zeros_like(mean), mean)
@@ -151,10 +125,9 @@ def group_normalized_advantage(
     if norm_adv_by_std:
         adv = adv / (std[gidx] + eps)
     # Exact zero for constant groups: the rounding error of the mean must not become a signal.
-    empty = torch.full((num_groups,), math.inf, device=scores.device)
-    gmax = (-empty).scatter_reduce_(0, gidx, scores, "amax")
-    gmin = empty.scatter_reduce_(0, gidx, scores, "amin")
-    constant = (gmax == gmin) & ~single
+    constant = (
+        group_reduce(scores, gidx, num_groups, "amax") == group_reduce(scores, gidx, num_groups, "amin")
+    ) & ~single
     return torch.where(constant[gidx], torch.zeros_like(adv), adv)
 
 
@@ -181,7 +154,7 @@ def _consistency_entropy(
     cells, cell_count = torch.unique(pair, return_counts=True)
     cell_group = torch.div(cells, n_classes, rounding_mode="floor")
     p = cell_count.to(count.dtype) / count[cell_group]
-    return _group_sums(-p * torch.log2(p), cell_group, n_groups).clamp_min(0.0)
+    return group_reduce(-p * torch.log2(p), cell_group, n_groups, "sum").clamp_min(0.0)
 
 
 def _global_advantage(prompt_reward: torch.Tensor, norm: bool, eps: float) -> torch.Tensor:
@@ -222,11 +195,11 @@ def compute_copo_advantages(
     index: Sequence[Hashable] | np.ndarray | torch.Tensor,
     answers: Sequence[str | None] | np.ndarray | None = None,
     *,
-    k: float = 5.0,
-    b: float = 1.0,
-    blend_mode: str = "soft_with_zero",
-    entropy_source: str = "answer",
-    entropy_penalty: bool = False,
+    k: float = CopoConfig.k,
+    b: float = CopoConfig.b,
+    blend_mode: str = CopoConfig.blend_mode,
+    entropy_source: str = CopoConfig.entropy_source,
+    entropy_penalty: bool = CopoConfig.entropy_penalty,
     norm_adv_by_std: bool = True,
     eps: float = 1e-6,
 ) -> CopoAdvantages:
@@ -254,11 +227,15 @@ def compute_copo_advantages(
 
     Raises:
         ValueError: naming the argument, for an empty batch, non-1-D or NaN/inf ``scores``,
-            length mismatch of ``index``/``answers``, unknown ``blend_mode``/``entropy_source``,
-            ``k < 0``.
+            length mismatch of ``index``/``answers``; ``ConfigError`` (a ValueError) for a
+            value ``CopoConfig`` rejects (unknown ``blend_mode``/``entropy_source``, ``k < 0``, ...).
     """
     scores = _validate_scores(scores)
-    _check_options(k, b, blend_mode, entropy_source, eps)
+    # The config section's checks and messages (a bad argument raises ConfigError, a ValueError).
+    copo = CopoConfig(
+        k=k, b=b, blend_mode=blend_mode, entropy_source=entropy_source, entropy_penalty=entropy_penalty
+    )
+    _check_eps(eps)
     n = scores.numel()
     if len(index) != n:
         raise ValueError(f"`index` has length {len(index)} but `scores` has {n}: one prompt id per response")
@@ -272,12 +249,12 @@ def compute_copo_advantages(
     # nearly equal prompt rewards, and float32 would make it depend on the prompt order.
     stat_dtype = torch.float32 if scores.device.type == "mps" else torch.float64
     scores_hi = scores.to(stat_dtype)
-    count = _group_sums(torch.ones_like(scores_hi), gidx, n_groups)
-    classes, n_classes = _class_ids(scores, answers, entropy_source)
+    count = group_reduce(torch.ones_like(scores_hi), gidx, n_groups, "sum")
+    classes, n_classes = _class_ids(scores, answers, copo.entropy_source)
     entropy_g = _consistency_entropy(classes, n_classes, gidx, n_groups, count)
 
-    mean_reward_g = _group_sums(scores_hi, gidx, n_groups) / count
-    if entropy_penalty:
+    mean_reward_g = group_reduce(scores_hi, gidx, n_groups, "sum") / count
+    if copo.entropy_penalty:
         # lambda_j = (1 - 1/G_j) / log2 G_j makes c_j = 1/G_j at maximal entropy; c_j = 1 for G_j = 1.
         lam = (1.0 - 1.0 / count) / torch.log2(count).clamp_min(1.0e-12)
         lam = torch.where(count > 1, lam, torch.zeros_like(lam))
@@ -287,8 +264,8 @@ def compute_copo_advantages(
     global_adv_g = _global_advantage(prompt_reward_g, norm_adv_by_std, eps)
 
     entropy = entropy_g[gidx]
-    gate = torch.sigmoid(k * (entropy - b)).to(torch.float32)
-    local_weight = _blend_weight(blend_mode, gate, scores, local_adv)
+    gate = torch.sigmoid(copo.k * (entropy - copo.b)).to(torch.float32)
+    local_weight = _blend_weight(copo.blend_mode, gate, scores, local_adv)
 
     global_adv, entropy, prompt_reward = (
         t.to(torch.float32) for t in (global_adv_g[gidx], entropy, prompt_reward_g[gidx])

@@ -41,18 +41,16 @@ from functools import cache
 import torch
 
 from copo_core.advantages import group_normalized_advantage
-from copo_core.grouping import group_inverse
+from copo_core.config import GcpoConfig
+from copo_core.grouping import group_inverse, group_reduce
 
 __all__ = [
     "compute_gcpo_advantages",
     "gcpo_advantages_from_shares",
-    "gcpo_coverage",
     "gcpo_metrics",
     "gcpo_shapley",
 ]
 
-# The exact path costs about G * 2^G floats per group; beyond G = 20 that is hopeless: use Monte Carlo.
-MAX_EXACT_G = 20
 # Exact path: float64 elements of the (groups, G, 2^(G-1)) marginals per chunk, bounding peak memory
 # (~256 MB); the chunk size barely changes speed there.
 _CHUNK_ELEMENTS = 1 << 25
@@ -65,12 +63,7 @@ _MC_CHUNK_ELEMENTS = 1 << 18
 
 
 def _check_inputs(
-    embeddings: torch.Tensor,
-    rewards: torch.Tensor,
-    index: Sequence[Hashable] | torch.Tensor,
-    alpha: float,
-    exact_max_g: int,
-    num_permutations: int,
+    embeddings: torch.Tensor, rewards: torch.Tensor, index: Sequence[Hashable] | torch.Tensor
 ) -> None:
     if not isinstance(embeddings, torch.Tensor) or embeddings.dim() != 2:
         raise ValueError(
@@ -91,27 +84,9 @@ def _check_inputs(
         raise ValueError("rewards contains NaN or inf; fix the reward function before computing GCPO")
     if not torch.isfinite(embeddings).all():
         raise ValueError("embeddings contains NaN or inf; check the embedder output")
-    if not (isinstance(alpha, (int, float)) and math.isfinite(alpha) and alpha > 0):
-        raise ValueError(f"alpha (algorithm.gcpo.alpha) must be a finite number > 0; got {alpha!r}")
-    if not (isinstance(exact_max_g, int) and 0 <= exact_max_g <= MAX_EXACT_G):
-        raise ValueError(
-            f"exact_max_g (algorithm.gcpo.exact_max_g) must be an int in [0, {MAX_EXACT_G}]; got {exact_max_g!r}"
-        )
-    if not (isinstance(num_permutations, int) and num_permutations >= 1):
-        raise ValueError(
-            f"num_permutations (algorithm.gcpo.num_permutations) must be an int >= 1; got {num_permutations!r}"
-        )
 
 
 # --------------------------------------------------------------------------- grouping
-
-
-def _group_inverse(
-    index: Sequence[Hashable] | torch.Tensor, device: torch.device
-) -> tuple[torch.Tensor, int]:
-    """Dense group ids (N,) in [0, P) and P, from copo_core's shared grouping helper."""
-    inverse, num_groups = group_inverse(index)
-    return inverse.to(device=device, dtype=torch.long), int(num_groups)
 
 
 def _size_buckets(inverse: torch.Tensor, num_groups: int) -> list[torch.Tensor]:
@@ -243,10 +218,10 @@ def gcpo_shapley(
     rewards: torch.Tensor,
     index: Sequence[Hashable] | torch.Tensor,
     *,
-    alpha: float = 1.0,
-    exact_max_g: int = 10,
-    num_permutations: int = 64,
-    seed: int = 0,
+    alpha: float = GcpoConfig.alpha,
+    exact_max_g: int = GcpoConfig.exact_max_g,
+    num_permutations: int = GcpoConfig.num_permutations,
+    seed: int = GcpoConfig.seed,
 ) -> torch.Tensor:
     """Shapley share of each response in its group's coverage f (SPEC section 8).
 
@@ -263,55 +238,24 @@ def gcpo_shapley(
         (N,) float32 shares on ``embeddings``' device; per group they sum to f(group),
         wrong responses (r <= 0) get exactly 0.
     """
-    _check_inputs(embeddings, rewards, index, alpha, exact_max_g, num_permutations)
+    _check_inputs(embeddings, rewards, index)
+    config = GcpoConfig(alpha=alpha, exact_max_g=exact_max_g, num_permutations=num_permutations)
     device = embeddings.device
     rewards = rewards.to(device)
-    inverse, num_groups = _group_inverse(index, device)
+    inverse, num_groups = group_inverse(index, device=device)
     generator = torch.Generator().manual_seed(int(seed))
     vectors = _weighted_vectors(embeddings, rewards)
     shares = torch.zeros(embeddings.shape[0], dtype=torch.float64, device=device)
     for table in _size_buckets(inverse, num_groups):
         gram = _group_gram(vectors, table)  # (P_b, G, G)
-        if table.shape[1] <= exact_max_g:
-            phi = _exact_shapley(gram, alpha)
+        if table.shape[1] <= config.exact_max_g:
+            phi = _exact_shapley(gram, config.alpha)
         else:
-            phi = _monte_carlo_shapley(gram, alpha, num_permutations, generator)
+            phi = _monte_carlo_shapley(gram, config.alpha, config.num_permutations, generator)
         shares[table] = phi
     # Null players are exactly 0 already; this also zeroes -0.0 and keeps the contract explicit.
     shares = torch.where(rewards > 0, shares, torch.zeros_like(shares))
     return shares.to(torch.float32)
-
-
-def gcpo_coverage(
-    embeddings: torch.Tensor,
-    rewards: torch.Tensor,
-    index: Sequence[Hashable] | torch.Tensor,
-    *,
-    alpha: float = 1.0,
-) -> torch.Tensor:
-    """Team coverage f(group) of each response's group, computed directly (one log-det per group).
-
-    Returns:
-        (N,) float32: entry i is f(group of response i).
-    """
-    _check_inputs(embeddings, rewards, index, alpha, 0, 1)
-    device = embeddings.device
-    inverse, num_groups = _group_inverse(index, device)
-    vectors = _weighted_vectors(embeddings, rewards)
-    coverage = torch.zeros(embeddings.shape[0], dtype=torch.float64, device=device)
-    for table in _size_buckets(inverse, num_groups):
-        gram = _group_gram(vectors, table)
-        eye = torch.eye(gram.shape[-1], dtype=gram.dtype, device=device)
-        value = torch.linalg.slogdet(eye + alpha * gram).logabsdet  # (P_b,)
-        coverage[table] = value[:, None].expand_as(table).to(coverage.dtype)
-    return coverage.to(torch.float32)
-
-
-def _local_advantage(
-    values: torch.Tensor, inverse: torch.Tensor, num_groups: int, norm_adv_by_std: bool, eps: float
-) -> torch.Tensor:
-    """GRPO group normalisation of ``values`` (SPEC section 1): copo_core's shared implementation."""
-    return group_normalized_advantage(values, inverse, num_groups, norm_adv_by_std=norm_adv_by_std, eps=eps)
 
 
 def gcpo_advantages_from_shares(
@@ -319,7 +263,7 @@ def gcpo_advantages_from_shares(
     rewards: torch.Tensor,
     index: Sequence[Hashable] | torch.Tensor,
     *,
-    beta: float = 1.0,
+    beta: float = GcpoConfig.beta,
     norm_adv_by_std: bool = True,
     eps: float = 1e-6,
 ) -> torch.Tensor:
@@ -331,16 +275,17 @@ def gcpo_advantages_from_shares(
     Returns:
         (N,) float32 advantages on ``rewards``' device.
     """
-    if not (isinstance(beta, (int, float)) and math.isfinite(beta)):
-        raise ValueError(f"beta (algorithm.gcpo.beta) must be a finite number; got {beta!r}")
+    beta = GcpoConfig(beta=beta).beta
     if shares.shape != rewards.shape or shares.dim() != 1 or len(index) != shares.shape[0]:
         raise ValueError(
             f"length mismatch: shares {tuple(shares.shape)}, rewards {tuple(rewards.shape)}, index {len(index)}"
         )
     device = rewards.device
-    inverse, num_groups = _group_inverse(index, device)
-    reward_adv = _local_advantage(rewards.float(), inverse, num_groups, norm_adv_by_std, eps)
-    share_adv = _local_advantage(shares.to(device).float(), inverse, num_groups, norm_adv_by_std, eps)
+    inverse, num_groups = group_inverse(index, device=device)
+    reward_adv, share_adv = (
+        group_normalized_advantage(values, inverse, num_groups, norm_adv_by_std=norm_adv_by_std, eps=eps)
+        for values in (rewards.float(), shares.to(device).float())
+    )
     return (reward_adv + beta * share_adv).to(torch.float32)
 
 
@@ -349,11 +294,11 @@ def compute_gcpo_advantages(
     rewards: torch.Tensor,
     index: Sequence[Hashable] | torch.Tensor,
     *,
-    alpha: float = 1.0,
-    beta: float = 1.0,
-    exact_max_g: int = 10,
-    num_permutations: int = 64,
-    seed: int = 0,
+    alpha: float = GcpoConfig.alpha,
+    beta: float = GcpoConfig.beta,
+    exact_max_g: int = GcpoConfig.exact_max_g,
+    num_permutations: int = GcpoConfig.num_permutations,
+    seed: int = GcpoConfig.seed,
     norm_adv_by_std: bool = True,
     eps: float = 1e-6,
 ) -> torch.Tensor:
@@ -384,7 +329,7 @@ def gcpo_metrics(
     rewards: torch.Tensor,
     index: Sequence[Hashable] | torch.Tensor,
     *,
-    alpha: float = 1.0,
+    alpha: float = GcpoConfig.alpha,
     redundant_tol: float = 0.5,
 ) -> dict[str, float]:
     """Batch statistics of GCPO shares.
@@ -400,9 +345,9 @@ def gcpo_metrics(
     if not 0.0 < redundant_tol <= 1.0:
         raise ValueError(f"redundant_tol must lie in (0, 1]; got {redundant_tol!r}")
     device = shares.device
-    inverse, num_groups = _group_inverse(index, device)
+    inverse, num_groups = group_inverse(index, device=device)
     shares64 = shares.to(torch.float64)
-    coverage = torch.zeros(num_groups, dtype=torch.float64, device=device).index_add_(0, inverse, shares64)
+    coverage = group_reduce(shares64, inverse, num_groups, "sum")
     q = rewards.to(device=device, dtype=torch.float64).clamp_min(0.0)
     correct = q > 0
     standalone = torch.log1p(alpha * q * q)  # f({i}) for a unit embedding

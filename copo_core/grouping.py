@@ -1,4 +1,4 @@
-"""Map arbitrary ids (prompt uids, answer strings) to contiguous integer classes.
+"""Map arbitrary ids (prompt uids, answer strings) to contiguous integer classes, and reduce per group.
 
 This is the only place in ``copo_core`` that does per-item Python work: one dict pass over
 ids that are not already numbers. Everything downstream is tensor code.
@@ -6,13 +6,14 @@ ids that are not already numbers. Everything downstream is tensor code.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable, Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
-__all__ = ["group_inverse", "factorize_hashables"]
+__all__ = ["factorize_hashables", "group_inverse", "group_reduce"]
 
 
 def factorize_hashables(
@@ -80,3 +81,18 @@ def group_inverse(
     codes, n_groups = factorize_hashables(values, name=name)
     inverse = torch.tensor(codes, dtype=torch.long, device=device)
     return inverse, n_groups
+
+
+def group_reduce(
+    values: torch.Tensor, group_index: torch.Tensor, num_groups: int, reduce: str
+) -> torch.Tensor:
+    """(N,) -> (P,) per-group ``"sum"``, ``"amax"`` or ``"amin"`` of ``values``, in their dtype.
+
+    Sums use ``index_add_`` (the op order verl's GRPO statistics match bit for bit); a group with no
+    member gets 0 for ``sum`` and -inf / +inf for ``amax`` / ``amin``.
+    """
+    out = torch.zeros(num_groups, dtype=values.dtype, device=values.device)
+    if reduce == "sum":
+        return out.index_add_(0, group_index, values)
+    init = {"amax": -math.inf, "amin": math.inf}[reduce]
+    return out.fill_(init).scatter_reduce_(0, group_index, values, reduce)

@@ -1,56 +1,42 @@
-"""Per-step batch statistics of COPO advantages, for logging under ``copo/``."""
+"""Per-step batch statistics: COPO's (logged under ``copo/``) and the signal budget of any estimator
+(logged under ``signal/``). The group outcome fractions live in the signal budget only."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Hashable, Sequence
 
 import numpy as np
 import torch
 
 from copo_core.advantages import CopoAdvantages
-from copo_core.grouping import group_inverse
+from copo_core.grouping import group_inverse, group_reduce
 
 __all__ = ["NONZERO_ADV_TOL", "copo_batch_metrics", "signal_budget_metrics"]
 
-# |blended advantage| above this counts as a learning signal in ``frac_nonzero_adv``.
+# |advantage| above this counts as a learning signal in ``frac_nonzero_adv``.
 NONZERO_ADV_TOL = 1e-8
-
-
-def _per_group(values: torch.Tensor, gidx: torch.Tensor, n_groups: int, reduce: str) -> torch.Tensor:
-    init = {"amax": -math.inf, "amin": math.inf, "sum": 0.0}[reduce]
-    out = torch.full((n_groups,), init, dtype=torch.float32, device=values.device)
-    return out.scatter_reduce_(0, gidx, values.float(), reduce)
 
 
 @torch.no_grad()
 def copo_batch_metrics(
-    adv: CopoAdvantages,
-    scores: torch.Tensor,
-    index: Sequence[Hashable] | np.ndarray | torch.Tensor | None = None,
+    adv: CopoAdvantages, index: Sequence[Hashable] | np.ndarray | torch.Tensor | None = None
 ) -> dict[str, float]:
-    """Batch statistics of one training step.
+    """COPO's statistics of one training step.
 
-    A response is *correct* when its score is > 0. Per-prompt statistics (entropy,
-    global advantage, prompt reward) are taken over the P prompts, each prompt once;
-    ``local_weight_mean`` and ``frac_nonzero_adv`` are over the N responses.
+    Per-prompt statistics (entropy, global advantage, prompt reward) are taken over the P prompts,
+    each prompt once; ``local_weight_mean`` and ``frac_nonzero_adv`` are over the N responses. The
+    group outcome fractions (all correct, all wrong, zero variance) are in ``signal_budget_metrics``.
 
     Args:
-        adv: output of ``compute_copo_advantages`` for this batch.
-        scores: (N,) outcome rewards.
+        adv: output of ``compute_copo_advantages`` for this batch (possibly with another local term).
         index: length-N prompt ids or the (N,) int64 group inverse; default ``adv.group_index``.
 
     Returns:
-        python floats: ``frac_groups_all_correct``, ``frac_groups_all_wrong``,
-        ``frac_groups_zero_variance`` (all rewards of the group equal; a group of one counts),
-        ``entropy_mean``/``_min``/``_max`` (bits), ``local_weight_mean``, ``global_adv_mean``,
-        ``global_adv_std`` (unbiased, 0 for one prompt), ``frac_nonzero_adv``
+        python floats: ``entropy_mean``/``_min``/``_max`` (bits), ``local_weight_mean``,
+        ``global_adv_mean``, ``global_adv_std`` (unbiased, 0 for one prompt), ``frac_nonzero_adv``
         (``|w A^L + (1-w) A^G| > 1e-8``), ``prompt_reward_mean``.
     """
     n = adv.local_adv.shape[0]
-    if not isinstance(scores, torch.Tensor) or scores.shape != (n,):
-        got = tuple(scores.shape) if isinstance(scores, torch.Tensor) else type(scores).__name__
-        raise ValueError(f"`scores` must be a ({n},) tensor matching `adv`, got {got}")
     if index is None:
         if adv.group_index is None:
             raise ValueError("`index` is required when `adv.group_index` is None")
@@ -60,13 +46,6 @@ def copo_batch_metrics(
             raise ValueError(f"`index` has length {len(index)} but `adv` has {n} responses")
         gidx, n_groups = group_inverse(index, device=adv.local_adv.device)
     gidx = gidx.to(adv.local_adv.device)
-    scores = scores.to(device=adv.local_adv.device, dtype=torch.float32)
-
-    correct = (scores > 0).float()
-    g_min_correct = _per_group(correct, gidx, n_groups, "amin")
-    g_max_correct = _per_group(correct, gidx, n_groups, "amax")
-    g_min_score = _per_group(scores, gidx, n_groups, "amin")
-    g_max_score = _per_group(scores, gidx, n_groups, "amax")
 
     # First response of each group carries the group's per-prompt values.
     first = torch.full((n_groups,), n, dtype=torch.long, device=gidx.device)
@@ -76,9 +55,6 @@ def copo_batch_metrics(
     reward_g = adv.prompt_reward.float()[first]
 
     return {
-        "frac_groups_all_correct": (g_min_correct == 1).float().mean().item(),
-        "frac_groups_all_wrong": (g_max_correct == 0).float().mean().item(),
-        "frac_groups_zero_variance": (g_min_score == g_max_score).float().mean().item(),
         "entropy_mean": entropy_g.mean().item(),
         "entropy_min": entropy_g.min().item(),
         "entropy_max": entropy_g.max().item(),
@@ -110,8 +86,8 @@ def signal_budget_metrics(
 
     Returns:
         python floats: ``frac_nonzero_adv`` (over the N responses), ``frac_groups_all_correct``,
-        ``frac_groups_all_wrong``, ``frac_groups_zero_variance`` (over the P prompts),
-        ``num_responses`` (N) and ``num_groups`` (P).
+        ``frac_groups_all_wrong``, ``frac_groups_zero_variance`` (all rewards of the group equal; a
+        group of one counts) over the P prompts, ``num_responses`` (N) and ``num_groups`` (P).
     """
     n = scores.shape[0]
     if advantages.shape != response_mask.shape or advantages.dim() != 2 or advantages.shape[0] != n:
@@ -125,16 +101,13 @@ def signal_budget_metrics(
     scores = scores.float()
     correct = (scores > 0).float()
     live = (advantages.float().abs() > NONZERO_ADV_TOL) & response_mask.bool()
+    min_score = group_reduce(scores, gidx, n_groups, "amin")
+    max_score = group_reduce(scores, gidx, n_groups, "amax")
     return {
         "frac_nonzero_adv": live.any(dim=1).float().mean().item(),
-        "frac_groups_all_correct": (_per_group(correct, gidx, n_groups, "amin") == 1).float().mean().item(),
-        "frac_groups_all_wrong": (_per_group(correct, gidx, n_groups, "amax") == 0).float().mean().item(),
-        "frac_groups_zero_variance": (
-            _per_group(scores, gidx, n_groups, "amin") == _per_group(scores, gidx, n_groups, "amax")
-        )
-        .float()
-        .mean()
-        .item(),
+        "frac_groups_all_correct": (group_reduce(correct, gidx, n_groups, "amin") == 1).float().mean().item(),
+        "frac_groups_all_wrong": (group_reduce(correct, gidx, n_groups, "amax") == 0).float().mean().item(),
+        "frac_groups_zero_variance": (min_score == max_score).float().mean().item(),
         "num_responses": float(n),
         "num_groups": float(n_groups),
     }

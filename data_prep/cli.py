@@ -10,6 +10,13 @@ Datasets (output file name in DIR):
     gsm8k          test   gsm8k.parquet
     reasoning_gym  offline generator: train.parquet (+ val.parquet with --val-size)
 
+``--prompt-template {dapo,boxed}``: ``dapo`` is DAPO-Math-17k's published prompt (end with an ``Answer:``
+line), the template the paper runs trained on and the default of every dataset above but reasoning_gym, so
+evaluation prompts match the training prompts; ``boxed`` asks for ``\\boxed{}`` (reasoning_gym's default).
+A non-default template is named in the file name (``math500_boxed.parquet``), so the two never overwrite
+each other. ``--fraction`` samples the de-duplicated problems (0.1 of DAPO-Math-17k is about 1.7k problems):
+it is NOT the subset the authors trained on (see docs/REPRODUCE.md).
+
 ``--source`` is a local .json/.jsonl/.parquet file or a folder of them (offline), or a hub repo id;
 without it the dataset's default hub repo is used. Malformed rows are listed with their 0-based
 source row numbers and skipped (``--strict``: fail, write nothing). Files are written atomically.
@@ -26,6 +33,7 @@ from pathlib import Path
 
 from data_prep.converters import SPECS, ConversionReport, DatasetSpec, convert_records
 from data_prep.io import load_hub, load_local, log, write_parquet_atomic
+from data_prep.schema import PAPER_TEMPLATE, PROMPT_TEMPLATES, REASONING_GYM_TEMPLATE
 
 __all__ = ["main", "build_parser"]
 
@@ -36,8 +44,14 @@ class CliError(Exception):
     """A user-facing error: printed without a traceback, exit code 2."""
 
 
-def _fraction_tag(fraction: float) -> str:
-    return f"{fraction:g}"
+def _add_template_option(parser: argparse.ArgumentParser, default: str) -> None:
+    parser.add_argument(
+        "--prompt-template",
+        choices=sorted(PROMPT_TEMPLATES),
+        default=default,
+        help=f"prompt format (default {default}): dapo = DAPO-Math-17k's 'Answer:' prompt, as the paper runs "
+        "train on; boxed = 'output the final answer within \\boxed{}'",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -63,9 +77,14 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(
             "--strict", action="store_true", help="fail on any malformed row instead of skipping it"
         )
+        _add_template_option(p, PAPER_TEMPLATE)
         if spec.name == "dapo_math_17k":
             p.add_argument(
-                "--fraction", type=float, default=1.0, help="keep a seeded random subset (paper: 0.1)"
+                "--fraction",
+                type=float,
+                default=1.0,
+                help="keep a seeded random subset of the de-duplicated problems (0.1: about 1.7k problems; "
+                "not the authors' training file, which holds every problem: see docs/REPRODUCE.md)",
             )
             p.add_argument("--seed", type=int, default=0, help="seed of the --fraction subset")
 
@@ -83,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--task-config",
         help='JSON (or a .json file) of per-task config overrides, e.g. {"chain_sum": {"max_digits": 1}}',
     )
+    _add_template_option(g, REASONING_GYM_TEMPLATE)
     return parser
 
 
@@ -115,19 +135,17 @@ def _run_dataset(spec: DatasetSpec, args: argparse.Namespace) -> int:
     log(f"{spec.name}: {len(records)} source records")
     fraction = getattr(args, "fraction", 1.0)
     seed = getattr(args, "seed", 0)
-    rows, report = convert_records(spec, records, fraction=fraction, seed=seed)
+    rows, report = convert_records(spec, records, template=args.prompt_template, fraction=fraction, seed=seed)
     _report_errors(report)
     if report.errors and args.strict:
         raise CliError(f"{len(report.errors)} malformed rows (--strict): {report.errors[0]}; nothing written")
     if not rows:
         raise CliError(f"no valid rows in {len(records)} source records; nothing written")
-    name = spec.file_name
-    if fraction < 1.0:
-        name = f"{spec.output_name or spec.name}_frac{_fraction_tag(fraction)}_seed{seed}.parquet"
+    name = spec.output_file(args.prompt_template, fraction, seed)
     path = write_parquet_atomic(rows, args.out / name)
     reasons = ", ".join(f"{k}: {v}" for k, v in report.reasons().items()) or "none"
     print(
-        f"{spec.name}: wrote {len(rows)} rows to {path} "
+        f"{spec.name}: wrote {len(rows)} rows ({args.prompt_template} prompts) to {path} "
         f"(source {report.total}, skipped malformed {len(report.errors)} [{reasons}], "
         f"duplicates dropped {report.duplicates}, not sampled {report.sampled_out}) in {time.monotonic() - t0:.1f}s"
     )
@@ -150,7 +168,7 @@ def _task_overrides(value: str | None) -> dict:
 
 
 def _run_reasoning_gym(args: argparse.Namespace) -> int:
-    from data_prep.reasoning_gym_gen import generate, parse_tasks
+    from data_prep.reasoning_gym_gen import generate, parse_tasks  # imports reasoning-gym: only when asked
 
     t0 = time.monotonic()
     specs = parse_tasks(args.tasks, _task_overrides(args.task_config))
@@ -158,7 +176,7 @@ def _run_reasoning_gym(args: argparse.Namespace) -> int:
         f"reasoning_gym: generating {args.size} train + {args.val_size} val rows over {[s.label for s in specs]}"
     )
     try:
-        train, val = generate(specs, args.size, args.seed, args.val_size)
+        train, val = generate(specs, args.size, args.seed, args.val_size, template=args.prompt_template)
     except TypeError as exc:  # an unknown config key reaches the reasoning-gym config dataclass
         raise CliError(f"--task-config: {exc}") from exc
     paths = [write_parquet_atomic(train, args.out / "train.parquet")]

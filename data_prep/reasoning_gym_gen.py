@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from data_prep.schema import make_row
+from data_prep.schema import REASONING_GYM_TEMPLATE, make_row
 
 __all__ = ["PRESETS", "TaskSpec", "parse_tasks", "generate"]
 
@@ -136,9 +136,17 @@ def _draw_unique(spec: TaskSpec, count: int, seed: int, seen: set[str]) -> list[
 
 
 def generate(
-    specs: Sequence[TaskSpec], size: int, seed: int, val_size: int = 0
+    specs: Sequence[TaskSpec],
+    size: int,
+    seed: int,
+    val_size: int = 0,
+    *,
+    template: str = REASONING_GYM_TEMPLATE,
 ) -> tuple[list[dict], list[dict]]:
-    """``(train_rows, val_rows)``: ``size``/``val_size`` rows split evenly over the task specs, shuffled (seeded)."""
+    """``(train_rows, val_rows)``: ``size``/``val_size`` rows split evenly over the task specs, shuffled (seeded).
+
+    Both files use one prompt ``template`` (``data_prep.schema.PROMPT_TEMPLATES``).
+    """
     if size < 1:
         raise ValueError(f"--size must be >= 1, got {size}")
     if val_size < 0:
@@ -158,7 +166,9 @@ def generate(
 
     def rows(items: list[tuple[TaskSpec, tuple[str, str, str]]], split: str) -> list[dict]:
         return [
-            make_row(f"reasoning_gym/{spec.label}", q, a, split=split, index=j, original_id=orig)
+            make_row(
+                f"reasoning_gym/{spec.label}", q, a, split=split, index=j, original_id=orig, template=template
+            )
             for j, (spec, (q, a, orig)) in enumerate(items)
         ]
 

@@ -1,17 +1,29 @@
-"""verl's RL parquet schema, shared by every converter.
+"""verl's RL parquet schema and the prompt templates, shared by every converter.
 
 One row::
 
     {
       "data_source": str,                         # e.g. "math_dapo", "HuggingFaceH4/MATH-500", "reasoning_gym/chain_sum"
-      "prompt": [{"role": "user", "content": problem + "\\n" + INSTRUCTION}],
+      "prompt": [{"role": "user", "content": PROMPT_TEMPLATES[template].format(problem=problem)}],
       "ability": "math",
       "reward_model": {"style": "rule", "ground_truth": str},
-      "extra_info": {"split": str, "index": int, "original_id": str},
+      "extra_info": {"split": str, "index": int, "original_id": str, "prompt_template": str},
     }
 
 ``index`` is the row's position in the written file; ``original_id`` identifies the source record
-(its id column when the source has one, else ``"<source row number>"``).
+(its id column when the source has one, else ``"<source row number>"``); ``prompt_template`` names the
+template the prompt was written with.
+
+Templates (``--prompt-template``):
+
+* ``dapo``: DAPO-Math-17k's own prompt, verbatim as published: the problem between an instruction to end
+  with an ``Answer: $Answer`` line and a reminder to do so. The paper's runs trained on it (the authors'
+  scripts read the published parquet; their reward reads ``Answer:`` first), so it is ``PAPER_TEMPLATE``,
+  the default of every hub dataset: evaluation sets are then prompted like the training data.
+* ``boxed``: the problem, then "Let's think step by step and output the final answer within \\boxed{}."
+  (verl's GSM8K/MATH examples), the default of the offline reasoning-gym generator.
+
+The reward (``recipe.reward``) reads either format: the response's last ``\\boxed{}`` or ``Answer:`` line.
 """
 
 from __future__ import annotations
@@ -20,11 +32,36 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["INSTRUCTION", "ABILITY", "RowError", "make_row", "coerce_answer", "coerce_problem"]
+__all__ = [
+    "ABILITY",
+    "BOXED_INSTRUCTION",
+    "PAPER_TEMPLATE",
+    "PROMPT_TEMPLATES",
+    "REASONING_GYM_TEMPLATE",
+    "RowError",
+    "coerce_answer",
+    "coerce_problem",
+    "make_row",
+    "render_prompt",
+]
 
-# The one fixed instruction appended to every problem (the reward extracts the last \boxed{}).
-INSTRUCTION = "Let's think step by step and output the final answer within \\boxed{}."
 ABILITY = "math"
+BOXED_INSTRUCTION = "Let's think step by step and output the final answer within \\boxed{}."
+# DAPO-Math-17k's prompt, character for character (BytedTsinghua-SIA/DAPO-Math-17k, the "prompt" column).
+_DAPO_TEMPLATE = (
+    "Solve the following math problem step by step. The last line of your response should be of the form "
+    "Answer: $Answer (without quotes) where $Answer is the answer to the problem.\n\n{problem}\n\n"
+    'Remember to put your answer on its own line after "Answer:".'
+)
+PROMPT_TEMPLATES: dict[str, str] = {
+    "dapo": _DAPO_TEMPLATE,
+    "boxed": "{problem}\n" + BOXED_INSTRUCTION.replace("{", "{{").replace("}", "}}"),
+}
+# The template of the paper runs' training data; every hub dataset defaults to it.
+PAPER_TEMPLATE = "dapo"
+# The offline generator's default: its train and val files come from one run (so they always match), and
+# the CPU quickstart and study were measured with it.
+REASONING_GYM_TEMPLATE = "boxed"
 
 
 @dataclass(frozen=True)
@@ -36,6 +73,13 @@ class RowError:
 
     def __str__(self) -> str:
         return f"row {self.row}: {self.reason}"
+
+
+def render_prompt(problem: str, template: str) -> str:
+    """The user message for ``problem`` in ``template`` (a key of ``PROMPT_TEMPLATES``)."""
+    if template not in PROMPT_TEMPLATES:
+        raise ValueError(f"--prompt-template must be one of {sorted(PROMPT_TEMPLATES)}, got {template!r}")
+    return PROMPT_TEMPLATES[template].format(problem=problem)
 
 
 def coerce_problem(value: Any) -> str | None:
@@ -70,13 +114,29 @@ def coerce_answer(value: Any, *, allow_numeric: bool) -> tuple[str | None, str |
 
 
 def make_row(
-    data_source: str, problem: str, answer: str, *, split: str, index: int, original_id: str
+    data_source: str,
+    problem: str,
+    answer: str,
+    *,
+    split: str,
+    index: int,
+    original_id: str,
+    template: str,
+    content: str | None = None,
 ) -> dict:
-    """One verl RL row (see module docstring)."""
+    """One verl RL row (see module docstring). ``content``: the user message as the source published it
+    (kept verbatim), else ``render_prompt(problem, template)``."""
     return {
         "data_source": data_source,
-        "prompt": [{"role": "user", "content": problem + "\n" + INSTRUCTION}],
+        "prompt": [
+            {"role": "user", "content": render_prompt(problem, template) if content is None else content}
+        ],
         "ability": ABILITY,
         "reward_model": {"style": "rule", "ground_truth": answer},
-        "extra_info": {"split": split, "index": int(index), "original_id": str(original_id)},
+        "extra_info": {
+            "split": split,
+            "index": int(index),
+            "original_id": str(original_id),
+            "prompt_template": template,
+        },
     }

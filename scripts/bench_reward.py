@@ -1,8 +1,20 @@
-"""Benchmark recipe/reward/__init__.py: scoring throughput and hostile-input timings. Prints numbers, asserts nothing.
+"""Benchmark recipe/reward: agreement with labelled suites side by side with verl's scorers, throughput,
+hostile-input timings. Prints numbers, asserts nothing.
 
     OMP_NUM_THREADS=1 .venv/bin/python scripts/bench_reward.py --n 2000 --procs 2
+    OMP_NUM_THREADS=1 .venv/bin/python scripts/bench_reward.py --suite-only --show-disagreements
 
-Workloads (each response is ~2 KB of reasoning text ending in a boxed answer; pairs are distinct):
+Labelled suites (tests/fixtures/reward/): ``math_verify_cases.json``, (response, ground truth, expected verdict)
+triples derived from Math-Verify's own test cases (huggingface/Math-Verify ``tests/``, Apache-2.0; see
+``make_math_verify_cases.py`` there), and ``dapo_format_cases.json``, responses in DAPO-Math-17k's
+``Answer:`` format with hand-written labels. Every case is scored by ``recipe.reward`` and by verl 0.9.1's
+``math_verify`` (Math-Verify with sympy ``parse_expr`` on model text), ``math_dapo`` (DAPO's ``Answer:``
+reader) and ``math_reward`` (last ``\\boxed{}``, string match); each row prints the share of verdicts equal
+to the label, on the Math-Verify cases, on their boxed-response subset and on the DAPO-format cases, the
+false positives (expected 0, scored 1) and the scorer's sequential throughput over the suites
+(responses/s; ours also batched over ``--procs`` workers; worker pools are warmed first).
+
+Throughput workloads (each response is ~2 KB of reasoning text ending in a boxed answer; pairs are distinct):
   exact     the boxed answer normalises to the gold string (in-process, no worker)
   numeric   fractions vs decimals, right or wrong (in-process exact rationals, no worker)
   symbolic  sqrt / sets / polynomials / pi / interval unions, right or wrong: math-verify in the worker pool
@@ -16,11 +28,20 @@ cache's overhead; real batches repeat answers within a group and across epochs).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
+import json
 import os
 import random
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
 from recipe import reward
+
+SUITE_DIR = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "reward"
+SUITES = {"math-verify": "math_verify_cases.json", "dapo-format": "dapo_format_cases.json"}
 
 FILLER = "Let me work through this carefully. We simplify each term and combine the results. " * 24
 
@@ -83,6 +104,112 @@ def bench_throughput(kind: str, n: int, procs: int, timeout_s: float) -> tuple[f
     return batch, sequential, agree
 
 
+@dataclass(frozen=True)
+class Case:
+    suite: str
+    id: str
+    response: str
+    ground_truth: str
+    expected: int
+
+    @property
+    def boxed(self) -> bool:
+        return "\\boxed" in self.response or "\\fbox" in self.response
+
+
+def load_suites() -> list[Case]:
+    cases = []
+    for suite, name in SUITES.items():
+        data = json.loads((SUITE_DIR / name).read_text(encoding="utf-8"))
+        cases += [
+            Case(suite, c["id"], c["response"], c["ground_truth"], int(c["expected"])) for c in data["cases"]
+        ]
+    return cases
+
+
+def _quiet(fn: Callable[[str, str], bool]) -> Callable[[str, str], bool]:
+    """verl's math_reward / math_verify print parse errors to stdout: keep the table readable."""
+
+    def call(response: str, gold: str) -> bool:
+        with contextlib.redirect_stdout(io.StringIO()):
+            return fn(response, gold)
+
+    return call
+
+
+def verl_scorers() -> dict[str, Callable[[str, str], bool]]:
+    """verl 0.9.1's math scorers as (response, ground truth) -> correct."""
+    from verl.utils.reward_score import math_dapo, math_reward, math_verify
+
+    return {
+        "verl math_verify": _quiet(lambda r, g: float(math_verify.compute_score(r, g)) >= 1.0),
+        "verl math_dapo": _quiet(lambda r, g: bool(math_dapo.compute_score(r, g)["acc"])),
+        "verl math_reward": _quiet(lambda r, g: float(math_reward.compute_score(r, g)) >= 1.0),
+    }
+
+
+def _ours(procs: int, timeout_s: float) -> Callable[[str, str], bool]:
+    return lambda r, g: reward.compute_score("suite", r, g, num_procs=procs, timeout_s=timeout_s)["acc"]
+
+
+def _row(name: str, cases: list[Case], verdicts: list[bool], rate: str) -> str:
+    def agree(sel: list[int]) -> str:
+        ok = sum(verdicts[i] == bool(cases[i].expected) for i in sel)
+        return f"{ok / len(sel):6.1%} ({ok}/{len(sel)})" if sel else "-"
+
+    idx = range(len(cases))
+    mv = [i for i in idx if cases[i].suite == "math-verify"]
+    mv_boxed = [i for i in mv if cases[i].boxed]
+    dapo = [i for i in idx if cases[i].suite == "dapo-format"]
+    fp = [i for i in idx if verdicts[i] and not cases[i].expected]
+    fp_dapo = sum(cases[i].suite == "dapo-format" for i in fp)
+    return (
+        f"{name:<22} {agree(mv):>17} {agree(mv_boxed):>17} {agree(dapo):>15} {agree(list(idx)):>17} "
+        f"{len(fp):>4} ({fp_dapo} DAPO) {rate:>12}"
+    )
+
+
+def bench_suite(procs: int, timeout_s: float, show: bool) -> None:
+    cases = load_suites()
+    n_mv = sum(c.suite == "math-verify" for c in cases)
+    print(
+        f"\nlabelled suites: {n_mv} Math-Verify cases ({sum(c.boxed for c in cases if c.suite == 'math-verify')} "
+        f"with a boxed response) + {len(cases) - n_mv} DAPO-format cases, from {SUITE_DIR}"
+    )
+    print(
+        f"{'scorer':<22} {'Math-Verify':>17} {'MV boxed-only':>17} {'DAPO-format':>15} {'all':>17} "
+        f"{'false positives':>15} {'responses/s':>12}"
+    )
+    scorers = {"recipe.reward": _ours(procs, timeout_s), **verl_scorers()}
+    for name, fn in scorers.items():
+        fn("\\boxed{\\sqrt{8}}", "2\\sqrt{2}")  # start worker pools outside the timed pass
+        reward.clear_cache()
+        t0 = time.perf_counter()
+        verdicts = [bool(fn(c.response, c.ground_truth)) for c in cases]
+        rate = f"{len(cases) / (time.perf_counter() - t0):.0f}"
+        if name == "recipe.reward":
+            reward.clear_cache()
+            t0 = time.perf_counter()
+            batch = reward.compute_score_batch(
+                ["suite"] * len(cases),
+                [c.response for c in cases],
+                [c.ground_truth for c in cases],
+                num_procs=procs,
+                timeout_s=timeout_s,
+            )
+            rate += f" / {len(cases) / (time.perf_counter() - t0):.0f}b"
+            assert [b["acc"] for b in batch] == verdicts, "batch and sequential verdicts differ"
+        print(_row(name, cases, verdicts, rate), flush=True)
+        if show:
+            for c, v in zip(cases, verdicts, strict=True):
+                if v != bool(c.expected):
+                    kind = "FALSE POSITIVE" if v else "false negative"
+                    print(
+                        f"    {kind:<14} {c.id:<34} gold={c.ground_truth[:40]!r} response=...{c.response[-70:]!r}"
+                    )
+    print("(responses/s: sequential calls; '/ Nb': recipe.reward's compute_score_batch over --procs workers)")
+
+
 HOSTILE = {
     "code injection": ("\\boxed{__import__('os').system('echo pwned')}", "5"),
     "huge exponent 9^{9^{9^9}}": ("\\boxed{9^{9^{9^9}}}", "1"),
@@ -100,7 +227,14 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=2000, help="responses per workload")
     ap.add_argument("--procs", type=int, default=2, help="worker processes")
     ap.add_argument("--timeout", type=float, default=5.0, help="per-call limit, seconds")
+    ap.add_argument("--suite-only", action="store_true", help="only the labelled suites vs verl's scorers")
+    ap.add_argument("--show-disagreements", action="store_true", help="list every case a scorer gets wrong")
     args = ap.parse_args()
+    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} (timings drift with load)")
+    bench_suite(args.procs, args.timeout, args.show_disagreements)
+    if args.suite_only:
+        reward.shutdown_pool()
+        return
 
     print(f"warming {args.procs} worker processes ...", flush=True)
     t0 = time.perf_counter()

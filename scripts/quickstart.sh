@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The embedded default job: COPO with verl's real trainer on CPU, start to finish.
 #
-#   bash scripts/quickstart.sh                      # COPO, defaults sized for < 15 min on 2 cores
+#   bash scripts/quickstart.sh                      # COPO, copo_cpu.yaml's workload, ~10 min on 2 cores
 #   bash scripts/quickstart.sh --steps 20 --algo grpo actor_rollout_ref.actor.optim.lr=2e-5
 #
 # 1. sets up the CPU virtualenv (scripts/setup_env.sh; skipped when it already works),
@@ -16,12 +16,12 @@ usage() {
 Usage: bash scripts/quickstart.sh [options] [hydra.key=value ...]
 
 Options:
-  --steps N        training steps (default 6)
+  --steps N        training steps (default: scripts/quickstart_run.py's)
   --algo NAME      copo (default) or grpo (verl's estimator, same trainer)
   --out DIR        run folder (default runs/quickstart-<algo>)
   --seed S         data / sampling seed (default 0)
   --train-size N   training prompts to generate (default 256)
-  --val-size M     validation prompts (default 32)
+  --val-size M     validation prompts, decoded greedily before and after training (default 64)
   --setup          run scripts/setup_env.sh even if the venv already works
   -h, --help       this help
 
@@ -34,12 +34,12 @@ EOF
 cd "$(dirname "$0")/.."
 VENV=${COPO_VENV:-.venv}
 CACHE=${COPO_CACHE:-$HOME/.cache/copo-verl}
-STEPS=6
+STEPS=""
 ALGO=copo
 OUT=""
 SEED=0
 TRAIN_SIZE=256
-VAL_SIZE=32
+VAL_SIZE=64
 FORCE_SETUP=0
 OVERRIDES=()
 
@@ -98,7 +98,9 @@ else
 fi
 
 # 4. train
-say "training $ALGO for $STEPS steps with verl on CPU (output in $OUT)"
+say "training $ALGO with verl on CPU (output in $OUT)"
+STEP_ARGS=()
+if [ -n "$STEPS" ]; then STEP_ARGS=(--steps "$STEPS"); fi
 "$PY" scripts/quickstart_run.py --model "$MODEL" --data "$DATA" --out "$OUT" \
-  --steps "$STEPS" --algo "$ALGO" --seed "$SEED" ${OVERRIDES[@]+"${OVERRIDES[@]}"}
+  ${STEP_ARGS[@]+"${STEP_ARGS[@]}"} --algo "$ALGO" --seed "$SEED" ${OVERRIDES[@]+"${OVERRIDES[@]}"}
 say "total wall time: $(( $(date +%s) - START )) s"

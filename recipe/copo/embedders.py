@@ -198,11 +198,6 @@ def make_embedder(spec: str, batch_size: int = 64, *, device: str = "auto") -> E
         if dim and not dim.isdigit():
             raise ValueError(f"{_KEY}={spec!r}: the hash dimension must be an integer, e.g. 'hash:256'")
         return HashEmbedder(int(dim) if dim else 256)
-    if name == "policy_hidden":
-        raise ValueError(
-            f"{_KEY}=policy_hidden is not supported by this recipe yet (it needs the actor's hidden "
-            "states on the driver); use 'minilm' or a local sentence-transformers model path"
-        )
     if name == "minilm":
         return MeanPoolEmbedder(minilm_path(), batch_size=batch_size, device=_resolve_device(device))
     path = Path(name).expanduser()

@@ -21,27 +21,12 @@ import hydra
 import ray
 from omegaconf import DictConfig, OmegaConf
 
-import recipe.copo.registry  # noqa: F401  (registers copo/gcpo names in verl)
-from recipe.copo.config_check import VERL_SEARCHPATH_OVERRIDE, validate_copo_config
+from recipe.copo.config_check import validate_copo_config, with_verl_searchpath
+from recipe.tracking.wandb_ready import check_wandb_ready
+from recipe.verl_pin import check_verl_version
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
-
-REQUIRED_VERL_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "REQUIRED_VERL.txt")
-
-
-def check_verl_version() -> None:
-    """Fail loudly when the installed verl is not the pinned one (the recipe overrides its internals)."""
-    import verl
-
-    with open(REQUIRED_VERL_FILE, encoding="utf-8") as f:
-        required = next(line.strip() for line in f if line.strip() and not line.startswith("#"))
-    wanted = required.split("==", 1)[-1]
-    if verl.__version__ != wanted:
-        raise RuntimeError(
-            f"recipe.copo needs {required} (recipe/copo/REQUIRED_VERL.txt), found verl {verl.__version__}: "
-            f"`pip install {required}` or port recipe/copo/trainer.py to the new trainer API."
-        )
 
 
 @ray.remote
@@ -108,6 +93,8 @@ class CopoTaskRunner:
 def run_copo(config: DictConfig) -> None:
     """Validate, then launch training (Ray init + remote TaskRunner), as verl's main_ppo does."""
     check_verl_version()
+    # Before anything starts: verl's wandb.init only runs once every worker is up.
+    check_wandb_ready(config.trainer.get("logger"))
     if config.trainer.device == "cpu":
         # CPU backend (recipe/cpu_backend) must patch verl and set Ray's env before ray.init, and
         # before auto_set_device: without the CPU platform verl detects 'cuda' and rewrites the key.
@@ -132,18 +119,6 @@ def run_copo(config: DictConfig) -> None:
     run_ppo(config, task_runner_class=CopoTaskRunner)
 
 
-def with_verl_searchpath(argv: list[str]) -> list[str]:
-    """``argv`` plus the override that puts verl's packaged configs on Hydra's search path.
-
-    Kept out of copo_trainer.yaml because Hydra rejects ``hydra.searchpath`` in a config that
-    another one composes (copo_cpu.yaml composes copo_trainer). A user-given ``hydra.searchpath``
-    is left alone (it must then include ``pkg://verl.trainer.config``).
-    """
-    if any(arg.lstrip("+").startswith("hydra.searchpath=") for arg in argv[1:]):
-        return list(argv)
-    return [*argv, VERL_SEARCHPATH_OVERRIDE]
-
-
 @hydra.main(config_path="config", config_name="copo_trainer", version_base=None)
 def _hydra_main(config: DictConfig) -> None:
     run_copo(config)
@@ -151,7 +126,8 @@ def _hydra_main(config: DictConfig) -> None:
 
 def main() -> None:
     """Entry point (``python -m recipe.copo.main_copo [--config-name X] [overrides] [--cfg job]``)."""
-    sys.argv = with_verl_searchpath(sys.argv)
+    # Kept out of copo_trainer.yaml: Hydra rejects hydra.searchpath in a config another one composes.
+    sys.argv = [sys.argv[0], *with_verl_searchpath(sys.argv[1:])]
     _hydra_main()
 
 

@@ -1,268 +1,55 @@
-"""Driver-side COPO step: a verl v1 trainer subclass that computes every COPO quantity per step.
+"""The COPO trainer: verl 0.9.1's v1 trainer with COPO's advantage step and loss plugged in.
 
 verl's registered advantage estimators never see the reward function's extra info (COPO's
 extracted answers) and return one tensor, and registered policy losses receive one advantage.
-So the trainer overrides the advantage step: on the driver, over the whole step batch (after the
-reward, before any mini-batching), it computes per response the local advantage, the global
-advantage of its prompt and the local-loss weight with ``copo_core``, and stores them as per-token
-fields next to verl's ``advantages``. ``recipe.copo.actor_loss.copo_ppo_loss`` (installed on the
-actor workers with ``set_loss_fn``) reads those fields per micro-batch.
-
-Rows verl adds to make the batch divisible (``is_padding`` tags) get zero advantages and take no
-part in the statistics. Multi-output sessions (``{uid}_{session}_{index}`` keys) are scored by
-their final output, which is broadcast to the session's other outputs, as verl does for GRPO.
+So the trainer overrides the advantage step: it reads the step batch from verl's TransferQueue
+once, runs ``recipe.copo.step.advantage_step`` on plain tensors, and writes the per-token fields
+back once. ``recipe.copo.actor_loss.copo_ppo_loss`` (installed on the actor workers with
+``set_loss_fn``) reads those fields per micro-batch. Other estimators run verl's own step; the
+trainer then reads that step's advantages once more to log the same ``signal/`` metrics.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from functools import partial
+from functools import cached_property, partial
 from typing import Any
 
 import numpy as np
 import torch
 from omegaconf import DictConfig
-from verl.protocol import DataProto
 from verl.trainer.ppo.v1.trainer_base import PPOTrainer, get_trainer_cls
 
-from copo_core import compute_copo_advantages, copo_batch_metrics, signal_budget_metrics
-from recipe.copo.actor_loss import GLOBAL_ADV, LOCAL_ADV, LOCAL_WEIGHT, copo_ppo_loss
-from recipe.copo.registry import COPO_DEFAULTS
+from copo_core import signal_budget_metrics
+from recipe.copo.actor_loss import copo_ppo_loss
+from recipe.copo.step import (
+    STEP_ESTIMATORS,
+    StepBatch,
+    StepSettings,
+    advantage_step,
+    answers_from_extra_info,
+)
 from recipe.tracking import names
 
-logger = logging.getLogger(__name__)
-
-MISSING_PRED_MESSAGE = (
-    "algorithm.copo.entropy_source=answer needs each response's extracted final answer, but the reward "
-    "extra info has no 'pred' key. The reward function (reward.custom_reward_function, default "
-    "pkg://recipe.reward compute_score) must return a dict such as {{'score': float, 'acc': bool, "
-    "'pred': str}}; verl passes every key but 'score' to the trainer as reward extra info. Either return "
-    "'pred' from your reward function or set algorithm.copo.entropy_source=reward (classes = distinct "
-    "reward values). {detail}"
-)
-
-GcpoFn = Callable[[DataProto], tuple[torch.Tensor, dict[str, float]]]
+log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class CopoSettings:
-    """The ``algorithm.copo`` keys plus verl's ``norm_adv_by_std_in_grpo``."""
-
-    k: float = 5.0
-    b: float = 1.0
-    blend_mode: str = "soft_with_zero"
-    entropy_source: str = "answer"
-    entropy_penalty: bool = False
-    local_estimator: str = "grpo"
-    norm_adv_by_std: bool = True
-    eps: float = 1e-6
-
-    @classmethod
-    def from_config(cls, config: DictConfig) -> CopoSettings:
-        """Read from the full trainer config (``config.algorithm``)."""
-        algorithm = config.algorithm
-        copo = {**COPO_DEFAULTS, **dict(algorithm.get("copo") or {})}
-        return cls(
-            k=float(copo["k"]),
-            b=float(copo["b"]),
-            blend_mode=str(copo["blend_mode"]),
-            entropy_source=str(copo["entropy_source"]),
-            entropy_penalty=bool(copo["entropy_penalty"]),
-            local_estimator=str(copo["local_estimator"]),
-            norm_adv_by_std=bool(algorithm.get("norm_adv_by_std_in_grpo", True)),
-        )
-
-
-def answers_from_batch(data: DataProto, entropy_source: str) -> list[str | None] | None:
-    """Extracted answers for the entropy: ``non_tensor_batch['pred']``, or None for ``reward`` classes.
-
-    Raises:
-        ValueError: ``entropy_source == 'answer'`` and the batch has no ``pred`` (see MISSING_PRED_MESSAGE).
-    """
-    if entropy_source == "reward":
-        return None
-    if "pred" not in data.non_tensor_batch:
-        raise ValueError(
-            MISSING_PRED_MESSAGE.format(detail=f"Extra info keys: {sorted(data.non_tensor_batch)}")
-        )
-    return [None if p is None else str(p) for p in data.non_tensor_batch["pred"].tolist()]
-
-
-def copo_response_fields(
-    data: DataProto, settings: CopoSettings, local_adv_override: torch.Tensor | None = None
-) -> tuple[dict[str, torch.Tensor], dict[str, float]]:
-    """COPO quantities of every response of ``data`` (one whole step batch, no padding rows).
-
-    Args:
-        data: ``batch['token_level_rewards']`` (N, L), ``non_tensor_batch['uid']`` (N,), and
-            ``non_tensor_batch['pred']`` (N,) when ``entropy_source == 'answer'``.
-        settings: the COPO keys.
-        local_adv_override: (N,) local advantage to use instead of the reward GRPO one (GCPO's,
-            for ``local_estimator=gcpo``); the weight and the statistics still come from copo_core.
-
-    Returns:
-        ``(fields, metrics)``: (N,) float32 tensors ``local_adv``, ``global_adv``, ``local_weight``,
-        ``blended`` (``w * A^L + (1 - w) * A^G``, logged as verl's ``advantages``), and
-        ``copo/<key>`` floats from ``copo_batch_metrics``.
-    """
-    scores = data.batch["token_level_rewards"].sum(dim=-1)
-    index = data.non_tensor_batch["uid"].tolist()
-    adv = compute_copo_advantages(
-        scores,
-        index,
-        answers_from_batch(data, settings.entropy_source),
-        k=settings.k,
-        b=settings.b,
-        blend_mode=settings.blend_mode,
-        entropy_source=settings.entropy_source,
-        entropy_penalty=settings.entropy_penalty,
-        norm_adv_by_std=settings.norm_adv_by_std,
-        eps=settings.eps,
-    )
-    local_adv = adv.local_adv
-    if local_adv_override is not None:
-        if local_adv_override.shape != local_adv.shape:
-            raise ValueError(
-                f"local_adv_override has shape {tuple(local_adv_override.shape)}, expected {tuple(local_adv.shape)}"
-            )
-        local_adv = local_adv_override.to(local_adv.device, torch.float32)
-    weight = adv.local_weight
-    fields = {
-        "local_adv": local_adv,
-        "global_adv": adv.global_adv,
-        "local_weight": weight,
-        "blended": weight * local_adv + (1.0 - weight) * adv.global_adv,
-    }
-    metrics = names.prefixed(names.COPO_PREFIX, copo_batch_metrics(adv, scores, index))
-    return fields, metrics
-
-
-def session_rows(batch_keys: Sequence[str], is_padding: Sequence[bool]) -> tuple[list[int], torch.Tensor]:
-    """Rows that represent each session, and the map from every row to its representative.
-
-    Keys are verl's ``{uid}_{session_id}_{index}``; the representative of a session is its output
-    with the highest index (the final turn). Padding rows map to -1.
-
-    Returns:
-        ``(final_rows, row_to_final)``: row numbers of the representatives (in first-seen order) and
-        an (N,) int64 tensor giving, for every row, the position of its representative in
-        ``final_rows`` (-1 for padding rows).
-    """
-    best: dict[str, tuple[int, int]] = {}
-    order: list[str] = []
-    row_session: list[str | None] = []
-    for row, (key, pad) in enumerate(zip(batch_keys, is_padding, strict=True)):
-        if pad:
-            row_session.append(None)
-            continue
-        parts = key.rsplit("_", 2)
-        session, out_index = (f"{parts[0]}_{parts[1]}", int(parts[2])) if len(parts) == 3 else (key, 0)
-        row_session.append(session)
-        if session not in best:
-            order.append(session)
-            best[session] = (out_index, row)
-        elif out_index > best[session][0]:
-            best[session] = (out_index, row)
-    position = {session: pos for pos, session in enumerate(order)}
-    row_to_final = torch.tensor([-1 if s is None else position[s] for s in row_session], dtype=torch.int64)
-    return [best[session][1] for session in order], row_to_final
-
-
-def _scatter_to_tokens(
-    values: torch.Tensor, row_to_final: torch.Tensor, response_mask: torch.Tensor
-) -> torch.Tensor:
-    """(P,) per-session values -> (N, L) per-token values, zero on padding rows and padded tokens."""
-    gathered = torch.zeros(row_to_final.shape[0], dtype=torch.float32)
-    real = row_to_final >= 0
-    gathered[real] = values.detach().float().cpu()[row_to_final[real]]
-    return gathered.unsqueeze(-1) * response_mask.to(torch.float32)
-
-
-def compute_step_fields(
-    data: DataProto,
-    batch_keys: Sequence[str],
-    is_padding: Sequence[bool],
-    estimator: str,
-    settings: CopoSettings,
-    gcpo_fn: GcpoFn | None = None,
-) -> tuple[dict[str, torch.Tensor], dict[str, float]]:
-    """All per-token fields the COPO/GCPO trainer writes for one step batch.
-
-    Args:
-        data: the whole step batch as a DataProto: ``token_level_rewards`` and ``response_mask``
-            (N, L), ``non_tensor_batch['uid']`` and, for ``entropy_source=answer``, ``['pred']``.
-        batch_keys: verl's TransferQueue keys of the N rows (``{uid}_{session}_{index}``).
-        is_padding: (N,) True for rows verl appended to make the batch divisible.
-        estimator: ``copo`` or ``gcpo``.
-        settings: the COPO keys.
-        gcpo_fn: returns the (P,) GCPO advantage of a DataProto holding one row per session;
-            required when ``estimator == 'gcpo'`` or ``settings.local_estimator == 'gcpo'``.
-
-    Returns:
-        ``(fields, metrics)``: (N, L) float32 ``advantages`` and ``returns`` (plus, for COPO,
-        ``copo_local_adv``, ``copo_global_adv``, ``copo_local_weight``), and the step metrics.
-    """
-    final_rows, row_to_final = session_rows(batch_keys, is_padding)
-    if not final_rows:
-        raise ValueError("the step batch has no real (non-padding) rows")
-    sub = data.select_idxs(final_rows)
-    mask = data.batch["response_mask"]
-    metrics: dict[str, float] = {}
-    gcpo_adv = None
-    if estimator == "gcpo" or settings.local_estimator == "gcpo":
-        if gcpo_fn is None:
-            raise ValueError("GCPO's advantage was requested but no gcpo_fn was given")
-        gcpo_adv, gcpo_metrics = gcpo_fn(sub)
-        metrics.update(names.prefixed(names.GCPO_PREFIX, gcpo_metrics))
-    if estimator == "gcpo":
-        advantages = _scatter_to_tokens(gcpo_adv, row_to_final, mask)
-        return {"advantages": advantages, "returns": advantages.clone()}, metrics
-    if estimator != "copo":
-        raise ValueError(
-            f"compute_step_fields handles algorithm.adv_estimator copo or gcpo, got {estimator!r}"
-        )
-    response_fields, copo_metrics = copo_response_fields(
-        sub, settings, local_adv_override=gcpo_adv if settings.local_estimator == "gcpo" else None
-    )
-    metrics.update(copo_metrics)
-    advantages = _scatter_to_tokens(response_fields["blended"], row_to_final, mask)
-    fields = {
-        "advantages": advantages,
-        "returns": advantages.clone(),
-        LOCAL_ADV: _scatter_to_tokens(response_fields["local_adv"], row_to_final, mask),
-        GLOBAL_ADV: _scatter_to_tokens(response_fields["global_adv"], row_to_final, mask),
-        LOCAL_WEIGHT: _scatter_to_tokens(response_fields["local_weight"], row_to_final, mask),
-    }
-    return fields, metrics
-
-
-def reward_extra_to_non_tensor(extra_fields: Sequence[Any]) -> dict[str, np.ndarray]:
-    """verl v1 stores reward extra info per row as ``extra_fields['reward_extra_info']`` (a dict);
-    collect the keys present in every row as (N,) object arrays (verl's non_tensor_batch layout)."""
-    infos = [(row.get("reward_extra_info") or {}) if isinstance(row, dict) else {} for row in extra_fields]
-    if not infos:
-        return {}
-    common = set(infos[0]).intersection(*infos[1:]) if len(infos) > 1 else set(infos[0])
-    out: dict[str, np.ndarray] = {}
-    for key in sorted(common):
-        arr = np.empty(len(infos), dtype=object)
-        arr[:] = [info[key] for info in infos]
-        out[key] = arr
-    return out
+def _extra_info(row: Any) -> dict[str, Any]:
+    """verl v1 keeps the reward's extra info per row as ``extra_fields['reward_extra_info']``."""
+    return (row.get("reward_extra_info") or {}) if isinstance(row, dict) else {}
 
 
 class CopoTrainerMixin:
     """Overrides of verl's v1 ``PPOTrainer`` for COPO and GCPO; mix in before a verl trainer class.
 
     * ``_setup``: after verl builds the workers, install COPO's loss on the actor workers.
-    * ``_compute_advantage``: COPO/GCPO fields on the driver (other estimators: verl's step),
-      then ``signal/`` metrics (how many responses carry a non-zero advantage) for every estimator.
+    * ``_compute_advantage``: COPO/GCPO on the driver (other estimators: verl's step), plus the
+      ``signal/`` metrics for every estimator.
     * ``logger``: the Tracking object is teed to ``trainer.metrics_jsonl``.
     """
 
     config: DictConfig
+    tokenizer: Any
 
     def _setup(self) -> None:
         super()._setup()  # type: ignore[misc]
@@ -272,7 +59,7 @@ class CopoTrainerMixin:
 
             actor_config = omega_conf_to_dataclass(self.config.actor_rollout_ref.actor)
             self.actor_rollout_wg.set_loss_fn(partial(copo_ppo_loss, config=actor_config))
-            logger.info("installed recipe.copo.actor_loss.copo_ppo_loss on the actor workers")
+            log.info("installed recipe.copo.actor_loss.copo_ppo_loss on the actor workers")
 
     # -- metrics JSONL: verl's fit() assigns self.logger = Tracking(...); tee it on assignment --
     @property
@@ -291,18 +78,60 @@ class CopoTrainerMixin:
         self.__dict__["_copo_tracking"] = tracking
 
     def _compute_advantage(self, batch: Any, metrics: dict) -> Any:
-        estimator = str(self.config.algorithm.adv_estimator)
-        if estimator in ("copo", "gcpo"):
-            result = self._compute_copo_advantage(batch, metrics, estimator)
-        else:
-            result = super()._compute_advantage(batch, metrics)  # type: ignore[misc]
-        # Read back through the input meta: its keys, partition and padding tags name the rows the
-        # step just wrote, whatever kv_batch_put returns.
-        metrics.update(self._signal_budget(batch))
+        if str(self.config.algorithm.adv_estimator) in STEP_ESTIMATORS:
+            return self._copo_step(batch, metrics)
+        result = super()._compute_advantage(batch, metrics)  # type: ignore[misc]
+        metrics.update(self._signal_from_store(batch))
         return result
 
-    def _signal_budget(self, batch: Any) -> dict[str, float]:
-        """``signal/`` metrics for every estimator, so GRPO, DAPO and COPO runs compare directly."""
+    @cached_property
+    def _step_settings(self) -> StepSettings:
+        """The step's settings, read and checked once (the config is final once the trainer runs)."""
+        return StepSettings.from_config(self.config)
+
+    def _copo_step(self, batch: Any, metrics: dict) -> Any:
+        """One read, :func:`advantage_step` on plain tensors, one write."""
+        import transfer_queue as tq
+        from tensordict import TensorDict
+        from verl.workers.utils.padding import response_to_nested
+
+        settings = self._step_settings
+        select = ["uid", "response_mask", "rm_scores", "extra_fields"]
+        if settings.needs_gcpo:
+            select.append("responses")
+        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=select)
+        nested_mask = data["response_mask"]
+        uids = data.pop("uid").tolist()
+        extra = [_extra_info(row) for row in data.pop("extra_fields").tolist()]
+        padded = data.to_padded_tensor()
+        is_padding = [bool(tag.get("is_padding", False)) for tag in batch.tags]
+        texts = None
+        if settings.needs_gcpo:
+            from recipe.copo.gcpo_step import decode_responses
+
+            texts = decode_responses(padded["responses"], padded["response_mask"], self.tokenizer)
+        step_batch = StepBatch(
+            scores=padded["rm_scores"].float().sum(dim=-1),
+            uids=uids,
+            keys=batch.keys,
+            is_padding=is_padding,
+            response_mask=padded["response_mask"],
+            preds=answers_from_extra_info(extra, is_padding) if settings.needs_answers else None,
+            texts=texts,
+        )
+        result = advantage_step(step_batch, settings, global_step=int(getattr(self, "global_steps", 0)))
+        metrics.update(result.metrics)
+        output = TensorDict(
+            {name: response_to_nested(value, nested_mask) for name, value in result.fields.items()},
+            batch_size=len(batch),
+        )
+        return tq.kv_batch_put(keys=batch.keys, partition_id=batch.partition_id, fields=output)
+
+    def _signal_from_store(self, batch: Any) -> dict[str, float]:
+        """``signal/`` metrics of verl's own estimators (grpo, ...), read back from what their step wrote.
+
+        The input meta's keys, partition and padding tags name the rows the step just wrote.
+        """
         import transfer_queue as tq
 
         data = tq.kv_batch_get(
@@ -322,47 +151,6 @@ class CopoTrainerMixin:
         )
         return names.prefixed(names.SIGNAL_PREFIX, stats)
 
-    def _compute_copo_advantage(self, batch: Any, metrics: dict, estimator: str) -> Any:
-        import transfer_queue as tq
-        from tensordict import TensorDict
-        from verl.workers.utils.padding import response_to_nested
-
-        settings = CopoSettings.from_config(self.config)
-        need_text = estimator == "gcpo" or settings.local_estimator == "gcpo"
-        select = ["uid", "response_mask", "rm_scores", "extra_fields"] + (
-            ["responses", "prompts"] if need_text else []
-        )
-        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=select)
-        response_mask_nested = data["response_mask"]
-        uids = np.array(data.pop("uid").tolist(), dtype=object)
-        extra_fields = data.pop("extra_fields").tolist()
-        proto = DataProto(batch=data.to_padded_tensor())
-        proto.batch["token_level_scores"] = proto.batch["rm_scores"]
-        proto.batch["token_level_rewards"] = proto.batch["rm_scores"]
-        proto.non_tensor_batch["uid"] = uids
-        proto.non_tensor_batch.update(reward_extra_to_non_tensor(extra_fields))
-        is_padding = [bool(tag.get("is_padding", False)) for tag in batch.tags]
-
-        gcpo_fn = None
-        if need_text:
-            from recipe.copo.gcpo_step import apply_gcpo
-
-            gcpo_fn = partial(self._apply_gcpo, apply_gcpo)
-        fields, step_metrics = compute_step_fields(
-            proto, batch.keys, is_padding, estimator, settings, gcpo_fn
-        )
-        metrics.update(step_metrics)
-        output = TensorDict(
-            {name: response_to_nested(value, response_mask_nested) for name, value in fields.items()},
-            batch_size=len(batch),
-        )
-        return tq.kv_batch_put(keys=batch.keys, partition_id=batch.partition_id, fields=output)
-
-    def _apply_gcpo(
-        self, apply_gcpo: Callable[..., Any], sub: DataProto
-    ) -> tuple[torch.Tensor, dict[str, float]]:
-        return apply_gcpo(sub, self.config, self.tokenizer, global_step=int(getattr(self, "global_steps", 0)))
-
 
 _TRAINER_CLASSES: dict[str, type] = {}
 
@@ -375,6 +163,7 @@ def copo_trainer_cls(trainer_mode: str) -> type[PPOTrainer]:
     """
     if trainer_mode not in _TRAINER_CLASSES:
         base = get_trainer_cls(trainer_mode)
+        # CopoPPOTrainer, CopoColocateAsyncTrainer, ...: verl picks the base class per mode at run time.
         name = f"Copo{base.__name__}"
         _TRAINER_CLASSES[trainer_mode] = type(name, (CopoTrainerMixin, base), {"__module__": __name__})
     return _TRAINER_CLASSES[trainer_mode]

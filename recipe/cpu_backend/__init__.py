@@ -25,44 +25,62 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-__all__ = ["activate", "install", "check_verl_version", "ROLLOUT_NAME", "REQUIRED_VERL_FILE"]
+# The CPU backend relies on private verl details (the rollout registry dict, the process-group
+# backend string, the engine registry): any verl but the pinned one fails here, up front.
+from recipe.verl_pin import REQUIRED_VERL_FILE, check_verl_version
+
+__all__ = [
+    "activate",
+    "install",
+    "check_verl_version",
+    "worker_threads",
+    "ROLLOUT_NAME",
+    "REQUIRED_VERL_FILE",
+    "THREADS_ENV",
+]
 
 ROLLOUT_NAME = "hf"
 MODULE_NAME = __name__
-REQUIRED_VERL_FILE = Path(__file__).resolve().parent.parent / "copo" / "REQUIRED_VERL.txt"
-_FALLBACK_REQUIREMENT = "verl==0.9.1"
 
 _installed = False
 
-
-def _required_verl() -> str:
-    """The pinned verl version, from recipe/copo/REQUIRED_VERL.txt (``verl==X.Y.Z``)."""
-    text = REQUIRED_VERL_FILE.read_text() if REQUIRED_VERL_FILE.is_file() else _FALLBACK_REQUIREMENT
-    for line in text.splitlines():
-        line = line.split("#", 1)[0].strip()
-        if line.startswith("verl=="):
-            return line.split("==", 1)[1].strip()
-    raise ValueError(f"{REQUIRED_VERL_FILE}: expected a line 'verl==X.Y.Z', got {text!r}")
+# Intra-op threads of every process of a CPU job (default: the cores this process may run on).
+THREADS_ENV = "COPO_CPU_THREADS"
 
 
-def check_verl_version(installed: str | None = None) -> str:
-    """Raise RuntimeError unless the installed verl is the pinned one; returns the version.
+def worker_threads() -> tuple[int, int]:
+    """(intra-op, inter-op) torch threads of each process of a CPU job.
 
-    The CPU backend relies on private verl details (the rollout registry dict, the process-group
-    backend string, the engine registry), so any other version must fail loudly up front.
+    verl's sync trainer runs its heavy phases one after another (rollout server, then the actor
+    worker), so the process that computes gets every core for its matmuls (intra-op) and the
+    others sleep. Inter-op parallelism is 1: the graph of a decoder forward is a chain, and a
+    second pool per process would only add threads that compete for the same cores. The
+    light processes (driver, agent loop, reward loop, TransferQueue) get the same settings and
+    stay idle while the heavy ones compute. ``COPO_CPU_THREADS`` sets the intra-op count (e.g. 1
+    to run several jobs side by side), else ``OMP_NUM_THREADS`` where the launcher set it.
     """
-    if installed is None:
-        import verl
+    for name in (THREADS_ENV, "OMP_NUM_THREADS"):
+        value = os.environ.get(name, "").strip()
+        if value:
+            if not value.isdigit() or int(value) < 1:
+                raise ValueError(f"{name}={value!r}: expected a positive integer (threads per process)")
+            return int(value), 1
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, cores), 1
 
-        installed = verl.__version__
-    required = _required_verl()
-    if installed != required:
-        raise RuntimeError(
-            f"The CPU backend (recipe/cpu_backend) supports verl=={required} only, but verl {installed} "
-            f"is installed. Install the pinned version: pip install 'verl=={required}' --no-deps "
-            "(or run bash scripts/setup_env.sh)."
-        )
-    return installed
+
+def _apply_threads() -> None:
+    import contextlib
+
+    import torch
+
+    intra, inter = worker_threads()
+    torch.set_num_threads(intra)
+    with contextlib.suppress(RuntimeError):  # inter-op pool already started in this process
+        torch.set_num_interop_threads(inter)
 
 
 def install() -> None:
@@ -73,6 +91,7 @@ def install() -> None:
     from . import patches, platform  # noqa: F401  (platform registers itself on import)
 
     patches.apply_all()
+    _apply_threads()
     _register_rollout()
     _installed = True
 
@@ -98,6 +117,7 @@ PROJECT_ROOT = str(Path(__file__).resolve().parent.parent.parent)
 def _worker_env() -> dict[str, str]:
     """Environment every process of the job needs (driver and Ray workers alike)."""
     project_root = PROJECT_ROOT
+    intra, _ = worker_threads()
     pythonpath = os.environ.get("PYTHONPATH", "")
     if project_root not in pythonpath.split(os.pathsep):
         pythonpath = os.pathsep.join(p for p in (project_root, pythonpath) if p)
@@ -111,7 +131,16 @@ def _worker_env() -> dict[str, str]:
         # Ray workers must import `recipe` from this checkout (Ray's cwd is not on sys.path).
         "PYTHONPATH": pythonpath,
         "TOKENIZERS_PARALLELISM": os.environ.get("TOKENIZERS_PARALLELISM", "false"),
-        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", str(os.cpu_count() or 1)),
+        # every process: the same intra-op threads as torch gets in install() (worker_threads)
+        THREADS_ENV: str(intra),
+        "OMP_NUM_THREADS": str(intra),
+        "MKL_NUM_THREADS": str(intra),
+        # TransferQueue sets torch's threads around each put/get (TQ_NUM_THREADS, default 8, with a
+        # warning on 2 cores) and then restores the count torch had when it was imported, which
+        # OMP_NUM_THREADS above fixes; one ZeroMQ I/O thread per client instead of 8 is plenty
+        # for CPU-sized batches.
+        "TQ_NUM_THREADS": str(intra),
+        "TQ_CLIENT_ZMQ_IO_THREADS": "1",
     }
 
 
@@ -137,6 +166,10 @@ def activate(config: DictConfig | None = None) -> DictConfig | None:
         ``ray_kwargs.ray_init.runtime_env.env_vars``; None when ``config`` is None.
     """
     check_verl_version()
+    if config is not None:
+        from .checks import check_cpu_config
+
+        check_cpu_config(config)
     # Ray refuses a logical GPU when CUDA_VISIBLE_DEVICES is set but empty (a common way to hide
     # GPUs): "Attempting to start raylet with 1 GPU, but CUDA_VISIBLE_DEVICES contains []".
     if os.environ.get("CUDA_VISIBLE_DEVICES", None) == "":
@@ -144,6 +177,7 @@ def activate(config: DictConfig | None = None) -> DictConfig | None:
     env = _worker_env()
     os.environ.update(env)
     install()
+    _apply_threads()  # again: install() runs once per process, the threads may have changed since
     _select_cpu_platform()
     if config is None:
         return None

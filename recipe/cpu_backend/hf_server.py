@@ -5,8 +5,9 @@ verl/workers/rollout/replica.py:388-390); none runs on CPU. This module provides
 surface with plain transformers:
 
 * ``HFRolloutServer.generate(prompt_ids, sampling_params, request_id, ...) -> TokenOutput``
-  (token-in/token-out with per-token log-probs). Requests that arrive while a batch is being
-  decoded are queued and decoded together in the next batch (grouped by sampling settings).
+  (token-in/token-out with per-token log-probs). Requests are decoded with continuous batching:
+  one that arrives while others decode joins the running batch at the next decode step, and a
+  finished response leaves it at once (requests with other sampling settings wait their turn).
 * ``HFRolloutServer.update_weights(named_tensors)``: the actor pushes its weights every step
   (see ``adapter.HFServerAdapter``).
 * sleep/wake-up/kv-cache/abort/profile calls are no-ops: there is no GPU memory to release.
@@ -20,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,11 +28,14 @@ import ray
 import torch
 from verl.workers.rollout.replica import RolloutReplica, TokenOutput
 
-from .sampling import SamplingParams, sample_batch
+from .sampling import DecodeBatch, SamplingParams
 
 logger = logging.getLogger(__name__)
 
 SERVER_NAME_PREFIX = "hf_"
+# How long the first request of an idle server waits for its batch-mates before decoding starts;
+# later requests join the running batch (continuous batching), so this only saves prefill calls.
+GATHER_S = 0.02
 _DTYPES = {
     "float32": torch.float32,
     "fp32": torch.float32,
@@ -83,10 +86,7 @@ class HFRolloutServer:
         # request's RNG stream (see _request_seed)
         self._prompt_counts: dict[int, int] = {}
         self._weight_version = 0
-        self._stats = {"requests": 0, "batches": 0, "max_batch": 0, "weight_updates": 0}
-        threads = os.environ.get("COPO_CPU_THREADS")
-        if threads:
-            torch.set_num_threads(int(threads))
+        self._stats = {"requests": 0, "batches": 0, "prefills": 0, "max_batch": 0, "weight_updates": 0}
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def launch_server(self) -> None:
@@ -204,45 +204,72 @@ class HFRolloutServer:
         return int.from_bytes(digest, "little") & 0x7FFF_FFFF_FFFF_FFFF
 
     async def _batch_loop(self) -> None:
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            # Yield once so that requests sent together (a whole group, a whole batch) land in
-            # the same decode instead of the first one running alone.
-            await asyncio.sleep(0.02)
-            while self._pending:
-                limit = max(1, int(self.config.max_num_seqs))
-                batch, self._pending = self._pending[:limit], self._pending[limit:]
-                groups: dict[tuple, list[_Request]] = {}
-                for req in batch:
-                    groups.setdefault(req.params.group_key(), []).append(req)
-                for reqs in groups.values():
-                    await self._run_group(reqs)
+        """Continuous batching: decode one step at a time, admitting waiting requests between steps.
 
-    async def _run_group(self, reqs: list[_Request]) -> None:
-        self._stats["requests"] += len(reqs)
+        A request that arrives while others decode joins the running batch at the next step (see
+        ``sampling.DecodeBatch``) instead of waiting for the whole batch, and a finished response
+        is returned at once. The agent loop sends a step's requests over tens to hundreds of
+        milliseconds (TransferQueue round trips, tokenization), so a fixed gather window split them
+        into several full-length decodes; now late requests only cost their own prefill.
+        """
+        while True:
+            if not self._pending:
+                self._wake.clear()
+                await self._wake.wait()
+            # Requests sent together (a group, a batch) prefill together instead of one by one.
+            await asyncio.sleep(GATHER_S)
+            if not self._pending:
+                continue
+            first = self._pending[0].params
+            async with self._model_lock:
+                await self._decode(first)
+
+    def _admit(self, key: tuple, room: int) -> list[_Request]:
+        """Take up to ``room`` waiting requests with sampling key ``key`` (others keep waiting)."""
+        taken: list[_Request] = []
+        kept: list[_Request] = []
+        for req in self._pending:
+            if len(taken) < room and req.params.group_key() == key and not req.future.done():
+                taken.append(req)
+            elif not req.future.done():
+                kept.append(req)
+        self._pending = kept
+        return taken
+
+    async def _decode(self, params: SamplingParams) -> None:
+        """Run one DecodeBatch until no row is left and no compatible request waits."""
+        key = params.group_key()
+        limit = max(1, int(self.config.max_num_seqs))
+        decode = DecodeBatch(
+            self.model, params, eos_token_ids=self.eos_token_ids, pad_token_id=self.pad_token_id
+        )
+        live: list[_Request] = []
         self._stats["batches"] += 1
-        self._stats["max_batch"] = max(self._stats["max_batch"], len(reqs))
-        async with self._model_lock:
-            try:
-                samples = await asyncio.to_thread(
-                    sample_batch,
-                    self.model,
-                    [r.prompt_ids for r in reqs],
-                    reqs[0].params,
-                    max_tokens=[r.params.max_tokens for r in reqs],
-                    eos_token_ids=self.eos_token_ids,
-                    pad_token_id=self.pad_token_id,
-                    generator=[torch.Generator().manual_seed(r.seed) for r in reqs],
-                )
-            except Exception as exc:  # fail the waiting requests, keep the server alive
-                for r in reqs:
-                    if not r.future.done():
-                        r.future.set_exception(exc)
-                return
-        for r, s in zip(reqs, samples, strict=True):
-            if not r.future.done():
-                r.future.set_result((s.token_ids, s.log_probs))
+        try:
+            while True:
+                admitted = self._admit(key, limit - len(decode))
+                if admitted:
+                    self._stats["requests"] += len(admitted)
+                    self._stats["prefills"] += 1
+                    live.extend(admitted)
+                    await asyncio.to_thread(
+                        decode.add,
+                        [r.prompt_ids for r in admitted],
+                        [r.params.max_tokens for r in admitted],
+                        [torch.Generator().manual_seed(r.seed) for r in admitted],
+                        admitted,
+                    )
+                    self._stats["max_batch"] = max(self._stats["max_batch"], len(decode))
+                if not len(decode):
+                    return
+                for req, sample in await asyncio.to_thread(decode.step):
+                    live.remove(req)
+                    if not req.future.done():
+                        req.future.set_result((sample.token_ids, sample.log_probs))
+        except Exception as exc:  # fail the requests of this batch, keep the server alive
+            for req in live:
+                if not req.future.done():
+                    req.future.set_exception(exc)
 
     # -- weights ---------------------------------------------------------------------------
     async def update_weights(
@@ -274,7 +301,8 @@ class HFRolloutServer:
         return len(named_tensors)
 
     def get_stats(self) -> dict[str, int]:
-        """Counters: requests served, decode batches run, largest batch, weight updates."""
+        """Counters: requests admitted, decode batches run (each until it drained), prefill calls,
+        most rows decoded together, weight updates."""
         return dict(self._stats)
 
     async def set_global_steps(self, global_steps: int) -> None:

@@ -9,7 +9,8 @@ The log-prob returned for each sampled token is ``log_softmax(logits / temperatu
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -56,6 +57,214 @@ def _filter_logits(scaled: torch.Tensor, top_k: int, top_p: float) -> torch.Tens
     return scaled
 
 
+@dataclass
+class _Row:
+    """One response being decoded: where it stands and who is waiting for it."""
+
+    limit: int
+    generator: torch.Generator | None
+    handle: Any
+    tokens: list[int] = field(default_factory=list)
+    logps: list[float] = field(default_factory=list)
+
+
+def _keeps_last_logits(model: torch.nn.Module) -> bool:
+    """Whether the model's forward takes ``logits_to_keep`` (transformers' causal LMs do): a prefill
+    then computes lm_head for the last position only, not for every prompt token (on SmolLM2 the
+    49k-vocabulary head is a fifth of a token's FLOPs, and the (B, L, V) logits hundreds of MB)."""
+    import inspect
+
+    return "logits_to_keep" in inspect.signature(model.forward).parameters
+
+
+def _left_pad_time(t: torch.Tensor, width: int) -> torch.Tensor:
+    """Pad dim -2 (time) of a KV tensor (B, H, T, D) on the left with zeros up to ``width``."""
+    missing = width - t.shape[-2]
+    return t if missing <= 0 else torch.nn.functional.pad(t, (0, 0, missing, 0))
+
+
+class DecodeBatch:
+    """Rows decoded together with one KV cache; rows join and leave between decode steps.
+
+    This is continuous batching for a CPU: a request that arrives while others are decoding is
+    prefilled on its own and merged into the running batch at the next step (the two caches are
+    left-padded to a common length), and a row leaves the batch as soon as it stops, so finished
+    rows cost nothing and stragglers never wait for a whole batch. Rows are left-aligned
+    (``attention_mask`` zeros on the left, positions count real tokens only); the columns no row
+    needs any more are dropped after rows leave.
+
+    All rows share one set of sampling params (``params``); each row draws from its own RNG, so a
+    row's sample does not depend on its batch-mates (up to float error of the padded kernels).
+    """
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        params: SamplingParams,
+        *,
+        eos_token_ids: Sequence[int],
+        pad_token_id: int,
+    ) -> None:
+        self.model = model
+        self.params = params
+        self.pad_token_id = int(pad_token_id)
+        self.eos = torch.tensor(sorted(set(eos_token_ids)), dtype=torch.long)
+        self.rows: list[_Row] = []
+        self.cache: Any = None  # transformers DynamicCache
+        self.attention_mask = torch.zeros((0, 0), dtype=torch.long)
+        self.next_pos = torch.zeros((0, 1), dtype=torch.long)
+        self.next_logits: torch.Tensor | None = None  # (B, V): logits of each row's next token
+        self.forward_calls = 0
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @torch.no_grad()
+    def add(
+        self,
+        prompts: Sequence[Sequence[int]],
+        max_tokens: Sequence[int],
+        generators: Sequence[torch.Generator | None],
+        handles: Sequence[Any],
+    ) -> None:
+        """Prefill ``prompts`` (left-padded among themselves) and merge them into the batch."""
+        if not (len(prompts) == len(max_tokens) == len(generators) == len(handles)):
+            raise ValueError("add(): prompts, max_tokens, generators and handles differ in length")
+        if not prompts:
+            return
+        if any(len(p) == 0 for p in prompts):
+            raise ValueError("prompts: every prompt needs at least one token")
+        if any(int(m) < 1 for m in max_tokens):
+            raise ValueError(f"max_tokens must be >= 1, got {list(max_tokens)}")
+        batch = len(prompts)
+        width = max(len(p) for p in prompts)
+        input_ids = torch.full((batch, width), self.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((batch, width), dtype=torch.long)
+        for row, prompt in enumerate(prompts):
+            input_ids[row, width - len(prompt) :] = torch.tensor(list(prompt), dtype=torch.long)
+            mask[row, width - len(prompt) :] = 1
+        position_ids = (mask.cumsum(-1) - 1).clamp(min=0)
+        extra = {"logits_to_keep": 1} if _keeps_last_logits(self.model) else {}
+        out = self.model(
+            input_ids=input_ids, attention_mask=mask, position_ids=position_ids, use_cache=True, **extra
+        )
+        self.forward_calls += 1
+        logits = out.logits[:, -1, :].float()
+        new_rows = [
+            _Row(limit=int(m), generator=g, handle=h)
+            for m, g, h in zip(max_tokens, generators, handles, strict=True)
+        ]
+        if not self.rows:
+            self.cache, self.attention_mask = out.past_key_values, mask
+            self.next_pos, self.next_logits, self.rows = position_ids[:, -1:] + 1, logits, new_rows
+            return
+        self._merge(out.past_key_values, mask)
+        self.next_pos = torch.cat([self.next_pos, position_ids[:, -1:] + 1])
+        self.next_logits = torch.cat([self.next_logits, logits])
+        self.rows.extend(new_rows)
+
+    def _merge(self, cache: Any, mask: torch.Tensor) -> None:
+        width = max(self.attention_mask.shape[1], mask.shape[1])
+        for mine, theirs in zip(self._layers(self.cache), self._layers(cache), strict=True):
+            mine.keys = torch.cat([_left_pad_time(mine.keys, width), _left_pad_time(theirs.keys, width)])
+            mine.values = torch.cat(
+                [_left_pad_time(mine.values, width), _left_pad_time(theirs.values, width)]
+            )
+        pad = torch.nn.functional.pad
+        self.attention_mask = torch.cat(
+            [
+                pad(self.attention_mask, (width - self.attention_mask.shape[1], 0)),
+                pad(mask, (width - mask.shape[1], 0)),
+            ]
+        )
+
+    @staticmethod
+    def _layers(cache: Any) -> list[Any]:
+        from transformers.cache_utils import DynamicLayer
+
+        layers = getattr(cache, "layers", None)
+        if layers is None or any(type(layer) is not DynamicLayer for layer in layers):
+            raise NotImplementedError(
+                "the hf rollout merges KV caches of plain DynamicCache layers only (no sliding-window or "
+                f"quantized caches); got {type(cache).__name__}"
+            )
+        return list(layers)
+
+    def _keep(self, keep: torch.Tensor) -> None:
+        """Keep rows ``keep`` (bool (B,)), then drop the cache columns no remaining row attends to."""
+        index = keep.nonzero().squeeze(-1)
+        self.rows = [self.rows[i] for i in index.tolist()]
+        if not self.rows:
+            self.cache, self.next_logits = None, None
+            self.attention_mask = torch.zeros((0, 0), dtype=torch.long)
+            self.next_pos = torch.zeros((0, 1), dtype=torch.long)
+            return
+        mask = self.attention_mask[index]
+        first = int((mask.sum(0) > 0).long().argmax())  # leading columns that are padding for every row
+        self.attention_mask = mask[:, first:]
+        for layer in self._layers(self.cache):
+            layer.keys = layer.keys[index, :, first:]
+            layer.values = layer.values[index, :, first:]
+        self.next_pos = self.next_pos[index]
+        self.next_logits = self.next_logits[index]
+
+    @torch.no_grad()
+    def step(self) -> list[tuple[Any, Sample]]:
+        """Sample one token for every row; return the rows that finished, decode the others one step."""
+        if not self.rows:
+            return []
+        params = self.params
+        logits = self.next_logits
+        if params.greedy:
+            logp_all = torch.log_softmax(logits, dim=-1)
+            token = logits.argmax(dim=-1)
+        else:
+            scaled = logits / params.temperature
+            logp_all = torch.log_softmax(scaled, dim=-1)
+            probs = torch.softmax(_filter_logits(scaled, params.top_k, params.top_p), dim=-1)
+            token = torch.cat(
+                [
+                    torch.multinomial(p[None], 1, generator=row.generator)[0]
+                    for p, row in zip(probs, self.rows, strict=True)
+                ]
+            )
+        logp = logp_all.gather(-1, token[:, None]).squeeze(-1)
+        hit_eos = (
+            torch.isin(token, self.eos)
+            if not params.ignore_eos
+            else torch.zeros_like(token, dtype=torch.bool)
+        )
+        finished: list[tuple[Any, Sample]] = []
+        keep = torch.ones(len(self.rows), dtype=torch.bool)
+        for i, (row, t, lp, eos) in enumerate(
+            zip(self.rows, token.tolist(), logp.tolist(), hit_eos.tolist(), strict=True)
+        ):
+            row.tokens.append(t)
+            row.logps.append(lp)
+            if eos or len(row.tokens) >= row.limit:
+                finished.append((row.handle, Sample(row.tokens, row.logps, finished_by_eos=bool(eos))))
+                keep[i] = False
+        if finished:
+            self._keep(keep)
+            token = token[keep]
+        if self.rows:
+            self.attention_mask = torch.cat(
+                [self.attention_mask, torch.ones((len(self.rows), 1), dtype=torch.long)], dim=-1
+            )
+            out = self.model(
+                input_ids=token[:, None],
+                attention_mask=self.attention_mask,
+                position_ids=self.next_pos,
+                past_key_values=self.cache,
+                use_cache=True,
+            )
+            self.forward_calls += 1
+            self.cache = out.past_key_values
+            self.next_logits = out.logits[:, -1, :].float()
+            self.next_pos = self.next_pos + 1
+        return finished
+
+
 @torch.no_grad()
 def sample_batch(
     model: torch.nn.Module,
@@ -67,7 +276,7 @@ def sample_batch(
     pad_token_id: int,
     generator: torch.Generator | Sequence[torch.Generator] | None = None,
 ) -> list[Sample]:
-    """Sample one continuation per prompt, all prompts decoded together with a KV cache.
+    """Sample one continuation per prompt, all prompts decoded together (a :class:`DecodeBatch`).
 
     Args:
         model: HF causal LM (eval mode) on CPU.
@@ -75,10 +284,10 @@ def sample_batch(
         params: temperature / top_p / top_k / ignore_eos shared by the batch.
         max_tokens: per prompt, the most tokens to generate (>= 1).
         eos_token_ids: tokens that end a response (kept as its last token).
-        pad_token_id: id fed for padding and for rows that already stopped.
-        generator: torch RNG for sampling: one for the batch, one per prompt (each row then draws
-            only from its own, so a row's sample does not depend on its batch-mates), or None for
-            the global RNG.
+        pad_token_id: id fed for padding.
+        generator: torch RNG for sampling: one per prompt (each row then draws only from its own, so
+            a row's sample does not depend on its batch-mates), one shared by the batch (rows draw
+            from it in row order), or None for the global RNG.
 
     Returns:
         B samples; ``log_probs[t]`` is the log-prob of ``token_ids[t]`` under the temperature-scaled
@@ -88,77 +297,13 @@ def sample_batch(
         raise ValueError(f"max_tokens has {len(max_tokens)} entries for {len(prompts)} prompts")
     if not prompts:
         return []
-    if any(len(p) == 0 for p in prompts):
-        raise ValueError("prompts: every prompt needs at least one token")
     per_row = generator is not None and not isinstance(generator, torch.Generator)
     if per_row and len(generator) != len(prompts):
         raise ValueError(f"generator: got {len(generator)} generators for {len(prompts)} prompts")
-    batch = len(prompts)
-    width = max(len(p) for p in prompts)
-    input_ids = torch.full((batch, width), pad_token_id, dtype=torch.long)
-    attention_mask = torch.zeros((batch, width), dtype=torch.long)
-    for row, prompt in enumerate(prompts):
-        input_ids[row, width - len(prompt) :] = torch.tensor(list(prompt), dtype=torch.long)
-        attention_mask[row, width - len(prompt) :] = 1
-    # left padding: positions count real tokens only, as in an unpadded forward
-    position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
-
-    limits = torch.tensor(list(max_tokens), dtype=torch.long)
-    eos = torch.tensor(sorted(set(eos_token_ids)), dtype=torch.long)
-    steps = int(limits.max())
-    tokens = torch.full((batch, steps), pad_token_id, dtype=torch.long)
-    logps = torch.zeros((batch, steps), dtype=torch.float32)
-    lengths = torch.zeros(batch, dtype=torch.long)
-    done = torch.zeros(batch, dtype=torch.bool)
-    by_eos = torch.zeros(batch, dtype=torch.bool)
-
-    out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=True)
-    past = out.past_key_values
-    next_pos = position_ids[:, -1:] + 1
-    for step in range(steps):
-        logits = out.logits[:, -1, :].float()
-        if params.greedy:
-            logp_all = torch.log_softmax(logits, dim=-1)
-            token = logits.argmax(dim=-1)
-        else:
-            scaled = logits / params.temperature
-            logp_all = torch.log_softmax(scaled, dim=-1)
-            probs = torch.softmax(_filter_logits(scaled, params.top_k, params.top_p), dim=-1)
-            if per_row:
-                token = torch.cat(
-                    [
-                        torch.multinomial(p[None], 1, generator=g)[0]
-                        for p, g in zip(probs, generator, strict=True)
-                    ]
-                )
-            else:
-                token = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
-        active = ~done
-        token = torch.where(active, token, torch.full_like(token, pad_token_id))
-        tokens[:, step] = token
-        logps[:, step] = torch.where(active, logp_all.gather(-1, token[:, None]).squeeze(-1), 0.0)
-        lengths += active.long()
-        hit_eos = active & torch.isin(token, eos) if not params.ignore_eos else torch.zeros_like(active)
-        by_eos |= hit_eos
-        done |= hit_eos | (lengths >= limits)
-        if bool(done.all()):
-            break
-        attention_mask = torch.cat([attention_mask, torch.ones((batch, 1), dtype=torch.long)], dim=-1)
-        out = model(
-            input_ids=token[:, None],
-            attention_mask=attention_mask,
-            position_ids=next_pos,
-            past_key_values=past,
-            use_cache=True,
-        )
-        past = out.past_key_values
-        next_pos = next_pos + 1
-
-    return [
-        Sample(
-            token_ids=tokens[row, : lengths[row]].tolist(),
-            log_probs=logps[row, : lengths[row]].tolist(),
-            finished_by_eos=bool(by_eos[row]),
-        )
-        for row in range(batch)
-    ]
+    generators = list(generator) if per_row else [generator] * len(prompts)
+    decode = DecodeBatch(model, params, eos_token_ids=eos_token_ids, pad_token_id=pad_token_id)
+    decode.add(prompts, max_tokens, generators, list(range(len(prompts))))
+    results: dict[int, Sample] = {}
+    while len(decode):
+        results.update(decode.step())
+    return [results[row] for row in range(len(prompts))]

@@ -14,6 +14,7 @@ the pair in flight and never leaves a half-written file that a rerun would trust
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import io
@@ -22,9 +23,9 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 # Parameters that must match for a stored pair to be reused.
 RESUME_KEYS = ("k", "temperature", "top_p", "max_tokens", "seed", "problems_fingerprint")
@@ -48,13 +49,14 @@ SUMMARY_COLUMNS = (
 )
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` via a fsynced temporary file and an atomic rename."""
+@contextlib.contextmanager
+def atomic_file(path: Path) -> Iterator[BinaryIO]:
+    """A binary file that replaces ``path`` (fsynced, atomic rename) only when the block succeeds."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -62,6 +64,12 @@ def atomic_write_text(path: Path, text: str) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` via a fsynced temporary file and an atomic rename."""
+    with atomic_file(path) as f:
+        f.write(text.encode("utf-8"))
 
 
 def slug(name: str) -> str:
@@ -138,20 +146,10 @@ class ResultStore:
     def rebuild_samples(self) -> Path:
         """Concatenate every complete pair's samples into samples.jsonl (streamed: it can be GBs)."""
         target = self.out_dir / "samples.jsonl"
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".samples.jsonl.", suffix=".tmp", dir=self.out_dir)
-        try:
-            with os.fdopen(fd, "wb") as out:
-                for row in self.summaries():
-                    with self.samples_file(row["checkpoint"], row["dataset"]).open("rb") as src:
-                        shutil.copyfileobj(src, out)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp, target)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        with atomic_file(target) as out:
+            for row in self.summaries():
+                with self.samples_file(row["checkpoint"], row["dataset"]).open("rb") as src:
+                    shutil.copyfileobj(src, out)
         return target
 
 

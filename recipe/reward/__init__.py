@@ -6,8 +6,10 @@ verl 0.9.1 custom reward function (``reward.custom_reward_function.path=pkg://re
 ``{"score": float, "acc": bool, "pred": str, "timeout": bool}``: verl passes every key but ``score``
 to the trainer as reward extra info, and COPO reads ``pred`` (the normalised final answer) for the
 consistency entropy. ``compute_score_batch`` scores N responses at once (evaluation, benchmarks).
-Modules: ``extract`` (final answer, normalisation), ``score`` (verdicts, cache, metrics),
-``pool`` (killable math-verify processes), ``_worker`` (the process those run).
+Modules: ``extract`` (which final answer: the response's last ``\\boxed{}``/``Answer:``/"final answer is"
+marker, else a whole-expression fallback), ``normalize`` (its canonical ``pred``), ``latex_scan`` (linear-time
+boxes and math spans), ``score`` (verdicts, cache, metrics), ``pool`` (killable math-verify processes),
+``_worker`` (the process those run).
 """
 
 from recipe.reward.score import (

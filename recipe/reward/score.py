@@ -1,7 +1,7 @@
 """Scoring for the math reward (the public entry points are re-exported by ``recipe.reward``).
 
-Scoring: extract and normalise the final answer (``recipe.reward.extract``; only the last 8 KB of a response is
-searched), then an in-process fast path (equal normalised strings score 1; two plain numbers --
+Scoring: extract and normalise the final answer (``recipe.reward.extract``: the last final-answer marker;
+only the last 8 KB of a response is searched), then an in-process fast path (equal normalised strings score 1; two plain numbers --
 integers, decimals, ``\\frac{a}{b}`` -- are compared as exact rationals, and only near-equal pairs
 are left to math-verify), then a bounded LRU cache of earlier math-verify verdicts for the same (gold, pred)
 pair, and otherwise math-verify in a killable worker process (``recipe.reward.pool``) with a per-call time

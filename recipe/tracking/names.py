@@ -1,12 +1,13 @@
 """Every metric name the project writes or reads, in one place.
 
 verl's own names come from ``verl/trainer/ppo/metric_utils.py`` and the v1 trainer; the recipe adds
-three prefixes, written by ``recipe/copo/trainer.py``:
+three prefixes, written by ``recipe/copo/step.py`` (and ``recipe/copo/trainer.py`` for verl's estimators):
 
 * ``copo/<key>``: COPO's batch statistics (``copo_core.copo_batch_metrics``), COPO runs only;
-* ``gcpo/<key>``: GCPO's step statistics, when GCPO's advantage is computed;
-* ``signal/<key>``: how a step spends its samples (``copo_core.signal_budget_metrics``), every estimator,
-  so GRPO, DAPO and COPO runs compare directly.
+* ``gcpo/<key>``: GCPO's step statistics (``copo_core.gcpo_metrics`` plus timings), when GCPO's
+  advantage is computed;
+* ``signal/<key>``: how a step spends its samples, with the group outcome fractions
+  (``copo_core.signal_budget_metrics``), every estimator, so GRPO, DAPO and COPO runs compare directly.
 """
 
 from __future__ import annotations

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import argparse
 import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from recipe.tracking import names
 from recipe.tracking.training import (
@@ -34,6 +36,9 @@ from recipe.tracking.training import (
 # line style per source: eval mean@k solid, eval maj@k dashed, pass@k dash-dot, training validation dotted
 _STYLES = {"mean": ("-", "o"), "maj": ("--", "s"), "pass": ("-.", "^")}
 _VAL_STYLE = (":", "x")
+
+
+T = TypeVar("T")
 
 
 def _named(items: list[str], flag: str) -> list[tuple[str, Path]]:
@@ -146,7 +151,8 @@ def plot_diagnostics(
 ) -> Path | None:
     """COPO diagnostics vs step, one panel per diagnostic, one line per run."""
     present = [(key, label) for key, label in COPO_DIAGNOSTICS if any(key in m for m in metrics.values())]
-    if not any(key.startswith(names.COPO_PREFIX) for key, _ in present):  # the reward panel alone is no COPO figure
+    # The reward and signal/ panels alone (any estimator logs them) make no COPO figure.
+    if not any(key.startswith(names.COPO_PREFIX) for key, _ in present):
         return None
     plt = _setup_matplotlib()
     from matplotlib.ticker import MaxNLocator
@@ -193,6 +199,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _read_all(
+    named: list[tuple[str, Path]], flag: str, read: Callable[[Path], T], describe: Callable[[T], str]
+) -> dict[str, T]:
+    """``read`` each NAME=PATH of ``flag``; a missing path exits naming the flag and the run."""
+    out: dict[str, T] = {}
+    for name, path in named:
+        try:
+            out[name] = read(path)
+        except FileNotFoundError as err:
+            raise SystemExit(f"plot_run.py: error: {flag} {name}: {err}") from err
+        print(f"[plot] {name}: {describe(out[name])} from {path}")
+    return out
+
+
 def main(argv: list[str] | None = None) -> list[Path]:
     args = build_parser().parse_args(argv)
     if args.study:
@@ -215,20 +235,8 @@ def main(argv: list[str] | None = None) -> list[Path]:
     palette = [f"C{i}" for i in range(10)]
     colors = {name: palette[i % len(palette)] for i, name in enumerate(names)}
 
-    train_metrics = {}
-    for name, path in runs:
-        try:
-            train_metrics[name] = read_training_metrics(path)
-        except FileNotFoundError as err:
-            raise SystemExit(f"plot_run.py: error: --run {name}: {err}") from err
-        print(f"[plot] {name}: {len(train_metrics[name])} metrics from {path}")
-    eval_curves = {}
-    for name, path in evals:
-        try:
-            eval_curves[name] = read_eval_summary(path)
-        except FileNotFoundError as err:
-            raise SystemExit(f"plot_run.py: error: --eval {name}: {err}") from err
-        print(f"[plot] {name}: eval curves for {sorted(eval_curves[name])} from {path}")
+    train_metrics = _read_all(runs, "--run", read_training_metrics, lambda m: f"{len(m)} metrics")
+    eval_curves = _read_all(evals, "--eval", read_eval_summary, lambda c: f"eval curves for {sorted(c)}")
 
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)

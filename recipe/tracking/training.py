@@ -25,8 +25,8 @@ Metrics = dict[str, Series]
 
 # COPO diagnostics logged by the trainer, with axis labels.
 COPO_DIAGNOSTICS: tuple[tuple[str, str], ...] = (
-    (names.COPO_PREFIX + "frac_groups_all_correct", "groups all correct (fraction)"),
-    (names.COPO_PREFIX + "frac_groups_all_wrong", "groups all wrong (fraction)"),
+    (names.SIGNAL_FRAC_ALL_CORRECT, "groups all correct (fraction)"),
+    (names.SIGNAL_FRAC_ALL_WRONG, "groups all wrong (fraction)"),
     (names.COPO_ENTROPY_MEAN, "consistency entropy (bits)"),
     (names.COPO_LOCAL_WEIGHT_MEAN, "mean local weight"),
     (names.COPO_FRAC_NONZERO_ADV, "responses with non-zero advantage (fraction)"),

@@ -14,25 +14,24 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata as metadata
-import re
+import importlib.util
 import sys
 from pathlib import Path
+from types import ModuleType
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_REQUIRED = REPO_ROOT / "recipe" / "copo" / "REQUIRED_VERL.txt"
 REPORTED = ("verl", "torch", "vllm", "transformers", "ray", "copo-verl")
 
 
-def read_pin(path: Path) -> str:
-    """Return the first X.Y.Z version found in ``path`` (e.g. ``verl==0.9.1`` -> ``0.9.1``)."""
-    if not path.is_file():
-        raise FileNotFoundError(f"--required-file {path} does not exist; run from a copo-verl checkout")
-    for line in path.read_text().splitlines():
-        line = line.split("#", 1)[0]
-        match = re.search(r"\d+\.\d+\.\d+", line)
-        if match:
-            return match.group(0)
-    raise ValueError(f"--required-file {path} holds no X.Y.Z version; expected a line like 'verl==0.9.1'")
+def _load_verl_pin() -> ModuleType:
+    """recipe/verl_pin.py, the one reader of the pin, loaded by path (works before the project is installed)."""
+    spec = importlib.util.spec_from_file_location("copo_verl_pin", REPO_ROOT / "recipe" / "verl_pin.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+verl_pin = _load_verl_pin()
 
 
 def installed_versions(names: tuple[str, ...] = REPORTED) -> dict[str, str | None]:
@@ -49,12 +48,16 @@ def installed_versions(names: tuple[str, ...] = REPORTED) -> dict[str, str | Non
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--required-file", type=Path, default=DEFAULT_REQUIRED, help="file holding the verl pin"
+        "--required-file", type=Path, default=verl_pin.REQUIRED_VERL_FILE, help="file holding the verl pin"
     )
     parser.add_argument("--gpu", action="store_true", help="also require a visible CUDA GPU")
     args = parser.parse_args(argv)
 
-    pin = read_pin(args.required_file)
+    try:
+        pin = verl_pin.required_verl(args.required_file)
+    except (OSError, ValueError) as err:
+        print(f"[check_env] ERROR: --required-file: {err}", file=sys.stderr)
+        return 2
     versions = installed_versions()
     print("[check_env] " + " ".join(f"{k}={v}" for k, v in versions.items()))
     if versions["verl"] != pin:

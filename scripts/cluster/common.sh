@@ -169,6 +169,25 @@ print_cmd() {
   echo "${out% }"
 }
 
+# ray_start_cmd ROLE_ARGS...: sets CMD to `ray start ROLE_ARGS` plus the flags head and worker share
+# (from GPUS_PER_NODE, DASHBOARD_AGENT_PORT, RAY_TEMP_DIR, NUM_CPUS, BLOCK and the EXTRA args); with
+# DRY_RUN=1 it prints that command and exits.
+ray_start_cmd() {
+  CMD=("$RAY" start "$@"
+    --num-gpus="$GPUS_PER_NODE"
+    --dashboard-agent-listen-port="$DASHBOARD_AGENT_PORT"
+    --temp-dir="$RAY_TEMP_DIR"
+    --disable-usage-stats)
+  [ -z "${NUM_CPUS:-}" ] || CMD+=(--num-cpus="$NUM_CPUS")
+  if [ "$BLOCK" = "1" ]; then CMD+=(--block); fi
+  CMD+=("${EXTRA[@]}")
+  if [ "$DRY_RUN" = "1" ]; then
+    print_cmd "${CMD[@]}"
+    exit 0
+  fi
+  [ -x "$RAY" ] || require_cmd "$RAY" 'Install the project first: pip install -e ".[gpu]" (or use docker/Dockerfile).'
+}
+
 # python_bin: the interpreter the cluster scripts use (PYTHON, else the active venv's, else python3).
 python_bin() {
   if [ -n "${PYTHON:-}" ]; then

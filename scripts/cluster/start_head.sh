@@ -46,26 +46,14 @@ for v in RAY_PORT DASHBOARD_PORT RAY_CLIENT_PORT GPUS_PER_NODE; do require_int "
 [ "${#RAY_TEMP_DIR}" -le 48 ] || die "RAY_TEMP_DIR='$RAY_TEMP_DIR' is too long for Ray's socket paths (max 48 chars)"
 
 RAY="$(ray_bin)"
-CMD=("$RAY" start --head
-  --node-ip-address="$NODE_IP"
-  --port="$RAY_PORT"
-  --dashboard-host=0.0.0.0
-  --dashboard-port="$DASHBOARD_PORT"
+# Sets CMD (common.sh); with DRY_RUN=1 it prints the command and exits.
+ray_start_cmd --head \
+  --node-ip-address="$NODE_IP" \
+  --port="$RAY_PORT" \
+  --dashboard-host=0.0.0.0 \
+  --dashboard-port="$DASHBOARD_PORT" \
   --ray-client-server-port="$RAY_CLIENT_PORT"
-  --num-gpus="$GPUS_PER_NODE"
-  --dashboard-agent-listen-port="$DASHBOARD_AGENT_PORT"
-  --temp-dir="$RAY_TEMP_DIR"
-  --disable-usage-stats)
-[ -z "${NUM_CPUS:-}" ] || CMD+=(--num-cpus="$NUM_CPUS")
-if [ "$BLOCK" = "1" ]; then CMD+=(--block); fi
-CMD+=("${EXTRA[@]}")
 
-if [ "$DRY_RUN" = "1" ]; then
-  print_cmd "${CMD[@]}"
-  exit 0
-fi
-
-[ -x "$RAY" ] || require_cmd "$RAY" 'Install the project first: pip install -e ".[gpu]" (or use docker/Dockerfile).'
 [ "$GPUS_PER_NODE" -gt 0 ] || log "WARNING: GPUS_PER_NODE=0: this head will schedule no GPU work"
 refuse_if_running head
 check_node_env "$GPUS_PER_NODE"

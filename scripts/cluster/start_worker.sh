@@ -44,23 +44,9 @@ for v in GPUS_PER_NODE WAIT_FOR_HEAD_S; do require_int "$v" "${!v}"; done
 [ "${#RAY_TEMP_DIR}" -le 48 ] || die "RAY_TEMP_DIR='$RAY_TEMP_DIR' is too long for Ray's socket paths (max 48 chars)"
 
 RAY="$(ray_bin)"
-CMD=("$RAY" start
-  --address="$HEAD_ADDRESS"
-  --node-ip-address="$NODE_IP"
-  --num-gpus="$GPUS_PER_NODE"
-  --dashboard-agent-listen-port="$DASHBOARD_AGENT_PORT"
-  --temp-dir="$RAY_TEMP_DIR"
-  --disable-usage-stats)
-[ -z "${NUM_CPUS:-}" ] || CMD+=(--num-cpus="$NUM_CPUS")
-if [ "$BLOCK" = "1" ]; then CMD+=(--block); fi
-CMD+=("${EXTRA[@]}")
+# Sets CMD (common.sh); with DRY_RUN=1 it prints the command and exits.
+ray_start_cmd --address="$HEAD_ADDRESS" --node-ip-address="$NODE_IP"
 
-if [ "$DRY_RUN" = "1" ]; then
-  print_cmd "${CMD[@]}"
-  exit 0
-fi
-
-[ -x "$RAY" ] || require_cmd "$RAY" 'Install the project first: pip install -e ".[gpu]" (or use docker/Dockerfile).'
 refuse_if_running worker
 check_node_env "$GPUS_PER_NODE"
 

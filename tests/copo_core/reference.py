@@ -1,4 +1,4 @@
-"""Slow, obviously-correct loop references for copo_core (SPEC sections 1-5), in float64.
+"""Slow, obviously-correct loop references for copo_core (SPEC sections 1-5 and 8), in float64.
 
 Written straight from the SPEC and from verl 0.9.1's ``compute_policy_loss_vanilla`` /
 ``agg_loss``, one response (or token) at a time, with no code shared with copo_core.
@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Hashable, Sequence
+
+import torch
 
 
 def _mean(xs: Sequence[float]) -> float:
@@ -221,10 +223,8 @@ def ref_copo_policy_loss(
     }
 
 
-def ref_batch_metrics(
-    adv: dict[str, list[float]], scores: Sequence[float], index: Sequence[Hashable]
-) -> dict[str, float]:
-    """copo_batch_metrics one group at a time (correct := score > 0)."""
+def ref_batch_metrics(adv: dict[str, list[float]], index: Sequence[Hashable]) -> dict[str, float]:
+    """copo_batch_metrics one group at a time."""
     groups = list(_groups(index).values())
     first = [members[0] for members in groups]
     entropies = [adv["entropy"][i] for i in first]
@@ -235,9 +235,6 @@ def ref_batch_metrics(
     ]
     p = len(groups)
     return {
-        "frac_groups_all_correct": sum(all(scores[i] > 0 for i in m) for m in groups) / p,
-        "frac_groups_all_wrong": sum(all(scores[i] <= 0 for i in m) for m in groups) / p,
-        "frac_groups_zero_variance": sum(len({scores[i] for i in m}) == 1 for m in groups) / p,
         "entropy_mean": _mean(entropies),
         "entropy_min": min(entropies),
         "entropy_max": max(entropies),
@@ -247,3 +244,33 @@ def ref_batch_metrics(
         "frac_nonzero_adv": sum(abs(x) > 1e-8 for x in blended) / len(blended),
         "prompt_reward_mean": _mean([adv["prompt_reward"][i] for i in first]),
     }
+
+
+# --------------------------------------------------------------------------- GCPO (SPEC section 8)
+
+
+def ref_coverage(vectors: torch.Tensor, subset: tuple[int, ...], alpha: float) -> float:
+    """f(S) = log det(I_d + alpha V_S^T V_S), vectors (G, d) float64 already weighted by q."""
+    if not subset:
+        return 0.0
+    v = vectors[list(subset)]
+    d = v.shape[1]
+    return float(torch.logdet(torch.eye(d, dtype=torch.float64) + alpha * v.T @ v))
+
+
+def ref_weighted(embeddings: torch.Tensor, rewards: torch.Tensor) -> torch.Tensor:
+    unit = embeddings.double() / embeddings.double().norm(dim=-1, keepdim=True)
+    return unit * rewards.double().clamp_min(0)[:, None]
+
+
+def ref_gcpo_coverage(
+    embeddings: torch.Tensor, rewards: torch.Tensor, index: Sequence[Hashable], alpha: float
+) -> list[float]:
+    """f(group of response i) for every response i, one group at a time (d x d form)."""
+    vectors = ref_weighted(embeddings, rewards)
+    coverage = [0.0] * len(index)
+    for members in _groups(index).values():
+        value = ref_coverage(vectors[members], tuple(range(len(members))), alpha)
+        for i in members:
+            coverage[i] = value
+    return coverage

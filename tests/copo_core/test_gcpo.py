@@ -16,26 +16,12 @@ import torch
 from copo_core.gcpo import (
     compute_gcpo_advantages,
     gcpo_advantages_from_shares,
-    gcpo_coverage,
     gcpo_metrics,
     gcpo_shapley,
 )
+from tests.copo_core.reference import ref_coverage, ref_gcpo_coverage, ref_weighted
 
 # --------------------------------------------------------------------------- slow references
-
-
-def ref_coverage(vectors: torch.Tensor, subset: tuple[int, ...], alpha: float) -> float:
-    """f(S) = log det(I_d + alpha V_S^T V_S), vectors (G, d) float64 already weighted by q."""
-    if not subset:
-        return 0.0
-    v = vectors[list(subset)]
-    d = v.shape[1]
-    return float(torch.logdet(torch.eye(d, dtype=torch.float64) + alpha * v.T @ v))
-
-
-def ref_weighted(embeddings: torch.Tensor, rewards: torch.Tensor) -> torch.Tensor:
-    unit = embeddings.double() / embeddings.double().norm(dim=-1, keepdim=True)
-    return unit * rewards.double().clamp_min(0)[:, None]
 
 
 def ref_shapley_group(vectors: torch.Tensor, alpha: float) -> list[float]:
@@ -134,12 +120,10 @@ def test_exact_g8_matches_reference_and_numeric_index():
 def test_efficiency_sum_of_shares_is_group_coverage(exact_max_g):
     emb, rewards, uids = random_batch([8, 4, 12, 1, 9], d=12, seed=4, real_rewards=True)
     shares = gcpo_shapley(emb, rewards, uids, alpha=1.5, exact_max_g=exact_max_g, num_permutations=8)
-    coverage = gcpo_coverage(emb, rewards, uids, alpha=1.5)
     v = ref_weighted(emb, rewards)
     for idx in members(uids).values():
         f_group = ref_coverage(v[idx], tuple(range(len(idx))), 1.5)
         assert float(shares[idx].double().sum()) == pytest.approx(f_group, abs=1e-5)
-        assert coverage[idx].tolist() == pytest.approx([f_group] * len(idx), abs=1e-5)
 
 
 @pytest.mark.parametrize("exact_max_g", [10, 0])
@@ -243,10 +227,10 @@ def test_metrics_against_direct_computation():
     uids = ["a"] * 4 + ["b"] * 8
     shares = gcpo_shapley(emb, rewards, uids)
     m = gcpo_metrics(shares, rewards, uids, redundant_tol=0.5)
-    cov = gcpo_coverage(emb, rewards, uids)
-    assert m["coverage_mean"] == pytest.approx((cov[0].item() + cov[4].item()) / 2, abs=1e-5)
-    assert cov[0].item() == pytest.approx(3 * math.log(2), abs=1e-6)  # 3 orthogonal unit vectors
-    assert cov[4].item() == pytest.approx(math.log(9), abs=1e-5)  # 8 copies: log(1 + 8)
+    cov = ref_gcpo_coverage(emb, rewards, uids, alpha=1.0)
+    assert m["coverage_mean"] == pytest.approx((cov[0] + cov[4]) / 2, abs=1e-5)
+    assert cov[0] == pytest.approx(3 * math.log(2), abs=1e-6)  # 3 orthogonal unit vectors
+    assert cov[4] == pytest.approx(math.log(9), abs=1e-5)  # 8 copies: log(1 + 8)
     # orthogonal: uniqueness 1; 8 copies: log(9) / (8 log 2) ~ 0.40 < 0.5 -> redundant
     copies = math.log(9) / (8 * math.log(2))
     assert m["uniqueness_mean"] == pytest.approx((3 * 1.0 + 8 * copies) / 11, abs=1e-5)

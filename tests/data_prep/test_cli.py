@@ -13,7 +13,7 @@ import pytest
 
 from data_prep import cli, io
 from data_prep.converters import SPECS
-from data_prep.schema import INSTRUCTION
+from data_prep.schema import BOXED_INSTRUCTION, PAPER_TEMPLATE, PROMPT_TEMPLATES
 from tests.paths import REPO
 
 ROOT = REPO
@@ -29,9 +29,15 @@ SOURCES = {
     "gsm8k": "gsm8k",
 }
 COLUMNS = ["data_source", "prompt", "ability", "reward_model", "extra_info"]
+# DAPO-Math-17k's published prompt around a problem (the brief of issue 14 quotes it; independent of schema.py)
+DAPO_HEAD = (
+    "Solve the following math problem step by step. The last line of your response should be of the form "
+    "Answer: $Answer (without quotes) where $Answer is the answer to the problem.\n\n"
+)
+DAPO_TAIL = '\n\nRemember to put your answer on its own line after "Answer:".'
 
 
-def _check_schema(path: Path, data_source: str, split: str) -> pd.DataFrame:
+def _check_schema(path: Path, data_source: str, split: str, template: str = "dapo") -> pd.DataFrame:
     df = pd.read_parquet(path)
     assert list(df.columns) == COLUMNS
     assert (df["data_source"] == data_source).all()
@@ -39,11 +45,17 @@ def _check_schema(path: Path, data_source: str, split: str) -> pd.DataFrame:
     for i, row in df.iterrows():
         prompt = list(row["prompt"])
         assert len(prompt) == 1 and prompt[0]["role"] == "user"
-        assert prompt[0]["content"].endswith("\n" + INSTRUCTION)
+        content = prompt[0]["content"]
+        if template == "dapo":
+            assert content.startswith(DAPO_HEAD) and content.endswith(DAPO_TAIL)
+            assert content[len(DAPO_HEAD) : -len(DAPO_TAIL)].strip()
+        else:
+            assert content.endswith("\n" + BOXED_INSTRUCTION) and "Answer: $Answer" not in content
         assert row["reward_model"]["style"] == "rule"
         assert isinstance(row["reward_model"]["ground_truth"], str) and row["reward_model"]["ground_truth"]
-        assert set(row["extra_info"]) == {"split", "index", "original_id"}
+        assert set(row["extra_info"]) == {"split", "index", "original_id", "prompt_template"}
         assert row["extra_info"]["split"] == split and row["extra_info"]["index"] == i
+        assert row["extra_info"]["prompt_template"] == template
     return df
 
 
@@ -57,13 +69,50 @@ def test_cli_writes_schema(name: str, tmp_path: Path, capsys):
     out = capsys.readouterr()
     path = tmp_path / spec.file_name
     df = _check_schema(path, spec.data_source, spec.split)
-    assert f"wrote {len(df)} rows to {path}" in out.out
+    assert f"wrote {len(df)} rows (dapo prompts) to {path}" in out.out
     assert "skipped malformed" in out.out
     # malformed rows are listed with their row numbers on stderr
     if name != "aime25":
         assert "malformed row " in out.err
     # no temp files left behind
     assert sorted(p.name for p in tmp_path.iterdir()) == [spec.file_name]
+
+
+@pytest.mark.parametrize("name", sorted(SOURCES))
+def test_boxed_template_is_named_in_the_file(name: str, tmp_path: Path):
+    argv = [name, "--out", str(tmp_path), "--source", str(FIX / SOURCES[name]), "--prompt-template", "boxed"]
+    if name == "gsm8k":
+        argv += ["--split", "test"]
+    assert cli.main(argv) == 0
+    spec = SPECS[name]
+    boxed = tmp_path / f"{spec.file_name.removesuffix('.parquet')}_boxed.parquet"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [boxed.name]
+    _check_schema(boxed, spec.data_source, spec.split, template="boxed")
+
+
+def test_every_dataset_defaults_to_the_paper_template():
+    """Evaluation sets are prompted like the training data (issue 14): one default, DAPO's template."""
+    parser = cli.build_parser()
+    for name in SPECS:
+        args = parser.parse_args([name, "--out", "x"])
+        assert args.prompt_template == PAPER_TEMPLATE == "dapo", name
+    assert parser.parse_args(["reasoning_gym", "--out", "x", "--size", "1"]).prompt_template == "boxed"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["math500", "--out", "x", "--prompt-template", "chatml"])
+    assert set(PROMPT_TEMPLATES) == {"dapo", "boxed"}
+
+
+def test_paper_configs_read_files_written_in_one_template():
+    """paper_base.yaml's train and val files are data_prep's default-template files (so their prompts match)."""
+    import yaml
+
+    data = yaml.safe_load((REPO / "recipe/copo/config/paper_base.yaml").read_text())["data"]
+    files = [data["train_files"], *data["val_files"]]
+    names = [f.rsplit("/", 1)[-1] for f in files]
+    default_names = {spec.file_name: spec for spec in SPECS.values()}
+    assert all(n in default_names for n in names), names
+    assert default_names[names[0]].name == "dapo_math_17k" and default_names[names[0]].split == "train"
+    assert {default_names[n].split for n in names[1:]} == {"test"}
 
 
 def test_fraction_file_name(tmp_path: Path):

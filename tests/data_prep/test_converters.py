@@ -10,13 +10,19 @@ import pytest
 
 from data_prep.converters import SPECS, convert_records
 from data_prep.io import load_local
-from data_prep.schema import INSTRUCTION, coerce_answer, make_row
+from data_prep.schema import BOXED_INSTRUCTION, coerce_answer, make_row, render_prompt
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "data_prep"
+# DAPO-Math-17k's published prompt (as quoted in issue 14), written out here independently of schema.py
+DAPO = (
+    "Solve the following math problem step by step. The last line of your response should be of the form "
+    "Answer: $Answer (without quotes) where $Answer is the answer to the problem.\n\n{problem}\n\n"
+    'Remember to put your answer on its own line after "Answer:".'
+)
 
 
 def _content(problem: str) -> list[dict]:
-    return [{"role": "user", "content": problem + "\n" + INSTRUCTION}]
+    return [{"role": "user", "content": problem + "\n" + BOXED_INSTRUCTION}]
 
 
 def _read_jsonl(path: Path) -> list[dict]:
@@ -91,21 +97,44 @@ def test_converter_on_fixture(name: str):
     assert {e.row: e.reason for e in report.errors}.keys() == bad_rows.keys()
     for err in report.errors:
         assert bad_rows[err.row] in err.reason
-    expected_rows = [
-        make_row(spec.data_source, p, a, split=spec.split, index=i, original_id=orig)
-        for i, (p, a, orig) in enumerate(kept)
-    ]
-    assert rows == expected_rows
-    assert report.total == len(records)
+    for template in ("dapo", "boxed"):
+        rows, report = convert_records(spec, records, template=template)
+        expected_rows = [
+            make_row(spec.data_source, p, a, split=spec.split, index=i, original_id=orig, template=template)
+            for i, (p, a, orig) in enumerate(kept)
+        ]
+        assert rows == expected_rows
+        assert report.total == len(records)
+    assert rows[0]["prompt"][0]["content"] == kept[0][0] + "\n" + BOXED_INSTRUCTION
 
 
-def test_dapo_duplicates_and_template_stripped():
+def test_dapo_template_is_dapos_own():
+    """Our "dapo" template renders exactly DAPO-Math-17k's published prompt (the fixture holds it as published)."""
+    published = load_local(FIX / "dapo_math_17k.parquet")[0]["prompt"][0]["content"]
+    assert published == DAPO.format(problem="What is 0 plus 1?")
+    assert render_prompt("What is 0 plus 1?", "dapo") == published
+    with pytest.raises(ValueError, match="--prompt-template must be one of"):
+        render_prompt("x", "chatml")
+
+
+def test_dapo_prompt_kept_verbatim_or_rewritten():
     records = load_local(FIX / "dapo_math_17k.parquet")
-    rows, report = convert_records(SPECS["dapo_math_17k"], records)
+    rows, report = convert_records(SPECS["dapo_math_17k"], records)  # default: DAPO's template
     assert report.duplicates == 20  # 3 copies of 10 problems on the "hub"
-    content = rows[0]["prompt"][0]["content"]
+    assert [r["prompt"][0]["content"] for r in rows] == [
+        records[i]["prompt"][0]["content"] for i in range(10)
+    ]
+    assert {r["extra_info"]["prompt_template"] for r in rows} == {"dapo"}
+    boxed, _ = convert_records(SPECS["dapo_math_17k"], records, template="boxed")
+    content = boxed[0]["prompt"][0]["content"]
     assert "Answer: $Answer" not in content and "Remember to put" not in content
-    assert content.endswith(INSTRUCTION)
+    assert content == "What is 0 plus 1?\n" + BOXED_INSTRUCTION
+    # a published prompt with other whitespace around the problem is kept byte for byte (dapo), and its
+    # problem still de-duplicates against the same problem written tightly
+    loose = DAPO.replace("{problem}", "  What is 0 plus 1?\n")
+    extra = {"prompt": [{"role": "user", "content": loose}], "reward_model": {"ground_truth": "1"}}
+    rows, report = convert_records(SPECS["dapo_math_17k"], [extra, records[0]])
+    assert rows[0]["prompt"][0]["content"] == loose and report.duplicates == 1
 
 
 def test_dapo_fraction_is_seeded_subset():
@@ -124,14 +153,18 @@ def test_dapo_fraction_is_seeded_subset():
     assert [r["prompt"] for r in c] != [r["prompt"] for r in a]
     with pytest.raises(ValueError, match="--fraction"):
         convert_records(SPECS["dapo_math_17k"], records, fraction=0.0)
+    with pytest.raises(ValueError, match="--prompt-template"):
+        convert_records(SPECS["dapo_math_17k"], records, template="chatml")
 
 
 def test_dapo_processed_variant_with_string_prompt():
     # open-r1/DAPO-Math-17k-Processed style: prompt is the bare problem, solution is the answer
     records = [{"prompt": "What is 2+2?", "solution": "4", "data_source": "x"}]
-    rows, report = convert_records(SPECS["dapo_math_17k"], records)
+    rows, report = convert_records(SPECS["dapo_math_17k"], records, template="boxed")
     assert not report.errors
     assert rows[0]["prompt"] == _content("What is 2+2?")
+    rows, _ = convert_records(SPECS["dapo_math_17k"], records)
+    assert rows[0]["prompt"][0]["content"] == DAPO.format(problem="What is 2+2?")
     assert rows[0]["reward_model"] == {"style": "rule", "ground_truth": "4"}
 
 

@@ -12,13 +12,13 @@ import reasoning_gym
 
 from data_prep import cli
 from data_prep.reasoning_gym_gen import PRESETS, generate, parse_tasks
-from data_prep.schema import INSTRUCTION
+from data_prep.schema import BOXED_INSTRUCTION
 
 
 def _problem(row) -> str:
     content = list(row["prompt"])[0]["content"]
-    assert content.endswith("\n" + INSTRUCTION)
-    return content[: -len("\n" + INSTRUCTION)]
+    assert content.endswith("\n" + BOXED_INSTRUCTION)
+    return content[: -len("\n" + BOXED_INSTRUCTION)]
 
 
 def test_cli_end_to_end(tmp_path: Path, capsys):
@@ -133,3 +133,19 @@ def test_cli_reports_bad_config_key(tmp_path: Path, capsys):
     assert cli.main([*argv, "--task-config", '{"chain_sum": {"not_a_field": 1}}']) == 2
     assert "--task-config" in capsys.readouterr().err
     assert cli.main([*argv, "--task-config", "{not json"]) == 2
+
+
+def test_prompt_template_option(tmp_path: Path):
+    """--prompt-template dapo writes both files in DAPO's template; the problems are the same as with boxed."""
+    argv = ["reasoning_gym", "--tasks", "chain_sum", "--size", "6", "--val-size", "2", "--seed", "1"]
+    assert cli.main([*argv, "--out", str(tmp_path / "boxed")]) == 0
+    assert cli.main([*argv, "--out", str(tmp_path / "dapo"), "--prompt-template", "dapo"]) == 0
+    for split in ("train", "val"):
+        boxed = pd.read_parquet(tmp_path / "boxed" / f"{split}.parquet")
+        dapo = pd.read_parquet(tmp_path / "dapo" / f"{split}.parquet")
+        assert set(dapo["extra_info"].map(lambda e: e["prompt_template"])) == {"dapo"}
+        assert set(boxed["extra_info"].map(lambda e: e["prompt_template"])) == {"boxed"}
+        for (_, b), (_, d) in zip(boxed.iterrows(), dapo.iterrows(), strict=True):
+            content = list(d["prompt"])[0]["content"]
+            assert content.startswith("Solve the following math problem step by step.")
+            assert f"\n\n{_problem(b)}\n\n" in content and content.endswith('after "Answer:".')

@@ -17,7 +17,7 @@ COPO_METRICS = (
     "copo/entropy_mean",
     "copo/local_weight_mean",
     "copo/global_adv_std",
-    "copo/frac_groups_all_correct",
+    "signal/frac_groups_all_correct",  # the group fractions are logged once, under signal/
     "actor/pg_loss",
     "actor/pg_loss_local",
     "actor/pg_loss_global",

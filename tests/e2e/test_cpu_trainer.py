@@ -90,6 +90,9 @@ def smoke(workspace: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Pa
         extra=[
             "algorithm.copo.blend_mode=soft_with_zero",
             "actor_rollout_ref.actor.use_kl_loss=true",  # exercises the FSDP2 reference model too
+            # recompute the old log-probs (copo_cpu.yaml reuses the rollout's) so the agreement that
+            # justifies reusing them is checked in the real trainer: rollout_probs_diff_max below
+            "algorithm.rollout_correction.bypass_mode=false",
             "trainer.save_freq=1",
         ],
     )

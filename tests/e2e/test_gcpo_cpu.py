@@ -1,5 +1,5 @@
-"""GCPO through verl 0.9.1's real v1 trainer on CPU: the recipe trainer calls apply_gcpo on the
-driver every step, for adv_estimator=gcpo (vanilla loss, hashing embedder) and for COPO with
+"""GCPO through verl 0.9.1's real v1 trainer on CPU: the recipe trainer computes GCPO's advantage
+(recipe.copo.gcpo_step.gcpo_advantage) on the driver every step, for adv_estimator=gcpo (vanilla loss, hashing embedder) and for COPO with
 GCPO's local term (shipped MiniLM embedder). Tiny random Qwen2 + the parity reward."""
 
 from __future__ import annotations

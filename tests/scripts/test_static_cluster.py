@@ -493,11 +493,16 @@ def test_worker_dry_run_command() -> None:
 def test_check_env_pin(tmp_path: Path) -> None:
     pin_file = tmp_path / "REQUIRED_VERL.txt"
     pin_file.write_text("# a comment naming 1.2.3 is ignored\nverl==0.9.1\n")
-    assert check_env.read_pin(pin_file) == "0.9.1"
+    # check_env reads the pin with the project's one reader (recipe/verl_pin.py), loaded by path
+    assert Path(check_env.verl_pin.__file__) == ROOT / "recipe" / "verl_pin.py"
+    assert check_env.verl_pin.required_verl(pin_file) == "0.9.1"
     assert check_env.main(["--required-file", str(pin_file)]) == 0  # this venv has verl 0.9.1
     pin_file.write_text("verl==0.0.1\n")
     assert check_env.main(["--required-file", str(pin_file)]) == 1
-    assert check_env.read_pin(ROOT / "recipe" / "copo" / "REQUIRED_VERL.txt") == "0.9.1"
+    pin_file.write_text("# no pin here\nverl>=0.9\n")
+    assert check_env.main(["--required-file", str(pin_file)]) == 2
+    assert check_env.main(["--required-file", str(tmp_path / "missing.txt")]) == 2
+    assert check_env.verl_pin.required_verl(ROOT / "recipe" / "copo" / "REQUIRED_VERL.txt") == "0.9.1"
 
 
 # ---------------------------------------------------------------------------------------------

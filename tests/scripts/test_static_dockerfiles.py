@@ -79,15 +79,12 @@ def setup_extras() -> dict[str, list[str]]:
 
 
 def required_verl() -> str:
-    text = (ROOT / "recipe" / "copo" / "REQUIRED_VERL.txt").read_text()
-    pins = [
-        m.group(0)
-        for line in text.splitlines()
-        for m in [re.search(r"\d+\.\d+\.\d+", line.split("#")[0])]
-        if m
-    ]
-    assert pins, "REQUIRED_VERL.txt holds no X.Y.Z version"
-    return pins[0]
+    """The pin as the one reader (recipe/verl_pin.py) gives it, checked against the file's own line."""
+    from recipe import verl_pin
+
+    pin = verl_pin.required_verl()
+    assert re.search(rf"^verl=={re.escape(pin)}$", verl_pin.REQUIRED_VERL_FILE.read_text(), re.MULTILINE), pin
+    return pin
 
 
 def dockerignore_patterns() -> list[str]:
@@ -267,15 +264,24 @@ def test_gpu_extra_and_verl_pin_are_consistent() -> None:
     )
     runs = " ".join(values(GPU, "RUN"))
     assert 'pip install ".[gpu]" "verl[vllm]==${VERL_VERSION}"' in runs
-    # The Dockerfile derives VERL_VERSION with this grep; apply the same regex here.
-    grep = re.search(r"grep -Eo '([^']+)' recipe/copo/REQUIRED_VERL.txt", runs)
-    assert grep, "GPU Dockerfile must read the verl pin from recipe/copo/REQUIRED_VERL.txt"
-    first = re.search(
-        grep.group(1).replace("\\.", r"\."), (ROOT / "recipe/copo/REQUIRED_VERL.txt").read_text()
+    # The Dockerfile derives VERL_VERSION with the one pin reader; run it as the build does.
+    assert 'VERL_VERSION="$(python recipe/verl_pin.py)"' in runs
+    printed = subprocess.run(
+        [sys.executable, "recipe/verl_pin.py"], cwd=ROOT, capture_output=True, text=True, check=True
     )
-    assert first and first.group(0) == pin
+    assert printed.stdout.strip() == pin
     assert ".[cpu]" not in runs, "the GPU image must not install the CPU extra (it pins a CPU torch)"
     assert "check_env.py" in runs  # fails the build if the installed verl differs from the pin
+
+
+@pytest.mark.parametrize("dockerfile", [GPU, CPU], ids=["gpu", "cpu"])
+def test_dependency_layer_copies_what_setup_py_reads(dockerfile: Path) -> None:
+    # setup.py reads the verl pin through recipe/verl_pin.py before the project is copied in full.
+    steps = instructions(dockerfile)
+    first_install = next(i for i, (word, args) in enumerate(steps) if word == "RUN" and 'install ".[' in args)
+    copied = " ".join(args for word, args in steps[:first_install] if word == "COPY")
+    for needed in ("setup.py", "recipe/verl_pin.py", "recipe/copo/REQUIRED_VERL.txt"):
+        assert needed in copied, f"{dockerfile.name}: {needed} is not copied before setup.py runs"
 
 
 def test_cpu_extra_and_torch_index() -> None:

@@ -1,5 +1,5 @@
-"""Synthetic verl batches for the recipe tests: a step batch as the driver sees it (DataProto) and
-a mini-batch as the actor worker sees it (TensorDict in verl's no-padding layout)."""
+"""Synthetic verl batches for the recipe tests: a step batch as the driver sees it (the step's plain
+inputs) and a mini-batch as the actor worker sees it (TensorDict in verl's no-padding layout)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ import numpy as np
 import torch
 from omegaconf import DictConfig
 from tensordict import TensorDict
-from verl.protocol import DataProto
 from verl.utils import tensordict_utils as tu
 from verl.utils.config import omega_conf_to_dataclass
 from verl.workers.config import ActorConfig
 
+from recipe.copo import step
 from recipe.copo.config_check import compose
 
 BASE_OVERRIDES = [
@@ -57,21 +57,21 @@ class StepBatch:
         rewards[torch.arange(self.n), torch.tensor(self.response_lens) - 1] = self.scores
         return rewards
 
-    def to_dataproto(self, with_pred: bool = True) -> DataProto:
-        rewards = self.token_level_rewards()
-        batch = TensorDict(
-            {
-                "token_level_rewards": rewards,
-                "token_level_scores": rewards.clone(),
-                "response_mask": self.response_mask(),
-            },
-            batch_size=self.n,
+    def keys(self) -> list[str]:
+        """verl's TransferQueue keys ``{uid}_{session}_{index}``: one session per response."""
+        return [f"{uid}_{i}_0" for i, uid in enumerate(self.uids)]
+
+    def step_inputs(self, with_pred: bool = True, texts: list[str] | None = None) -> step.StepBatch:
+        """The step's plain inputs, as the trainer builds them from TransferQueue (no padding rows)."""
+        return step.StepBatch(
+            scores=self.token_level_rewards().sum(dim=-1),
+            uids=list(self.uids),
+            keys=self.keys(),
+            is_padding=[False] * self.n,
+            response_mask=self.response_mask(),
+            preds=list(self.preds) if with_pred else None,
+            texts=texts,
         )
-        non_tensor = {"uid": np.array(self.uids, dtype=object)}
-        if with_pred:
-            non_tensor["pred"] = np.array(self.preds, dtype=object)
-            non_tensor["acc"] = np.array([bool(s > 0) for s in self.scores.tolist()], dtype=object)
-        return DataProto(batch=batch, non_tensor_batch=non_tensor)
 
 
 def make_step_batch(seed: int = 0, group_sizes: tuple[int, ...] = (4, 4, 3, 4, 2, 4)) -> StepBatch:

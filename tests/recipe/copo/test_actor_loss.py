@@ -11,9 +11,9 @@ from verl.utils import tensordict_utils as tu
 from verl.utils.metric import AggregationType, Metric
 from verl.workers.utils.losses import ppo_loss
 
-from copo_core import copo_policy_loss
+from copo_core import CopoConfig, copo_policy_loss
 from recipe.copo.actor_loss import copo_ppo_loss
-from recipe.copo.trainer import CopoSettings, compute_step_fields
+from recipe.copo.step import StepSettings, advantage_step
 from tests.recipe.copo.copo_batches import (
     actor_config,
     make_step_batch,
@@ -27,12 +27,8 @@ MICRO = 3  # micro-batch size; the shuffled batch puts members of one group in d
 
 
 def _step_fields(batch, blend_mode: str = "soft_with_zero") -> dict[str, torch.Tensor]:
-    data = batch.to_dataproto()
-    keys = [f"{uid}_{i}_0" for i, uid in enumerate(batch.uids)]
-    fields, _ = compute_step_fields(
-        data, keys, [False] * batch.n, "copo", CopoSettings(blend_mode=blend_mode)
-    )
-    return fields
+    settings = StepSettings(estimator="copo", copo=CopoConfig(blend_mode=blend_mode))
+    return advantage_step(batch.step_inputs(), settings).fields
 
 
 def _run_micro_batches(loss_fn, config, data, seq_logps) -> tuple[torch.Tensor, list[dict]]:

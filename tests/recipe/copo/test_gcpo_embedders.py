@@ -79,7 +79,7 @@ def test_local_folder_spec_loads_the_same_model(tmp_path: Path):
 @pytest.mark.parametrize(
     ("spec", "match"),
     [
-        ("policy_hidden", "policy_hidden is not supported"),
+        ("policy_hidden", "neither 'minilm', 'hash' nor an existing local folder"),  # not offered
         ("/no/such/model/folder", "neither 'minilm', 'hash' nor an existing local folder"),
         ("", "non-empty"),
         ("hash:abc", "hash dimension"),

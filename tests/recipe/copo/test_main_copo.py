@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
 
+import pytest
 import yaml
 
+from copo_core import CopoConfig, GcpoConfig
 from tests.paths import REPO
 
 
@@ -23,24 +26,10 @@ def test_cfg_job_prints_composed_config_with_spec_defaults() -> None:
     )
     assert proc.returncode == 0, proc.stderr
     config = yaml.safe_load(proc.stdout)
-    copo = config["algorithm"]["copo"]
-    assert copo == {
-        "k": 5.0,
-        "b": 1.5,
-        "blend_mode": "soft_with_zero",
-        "entropy_source": "answer",
-        "entropy_penalty": False,
-        "local_estimator": "grpo",
-    }
-    assert config["algorithm"]["gcpo"] == {
-        "alpha": 1.0,
-        "beta": 1.0,
-        "exact_max_g": 10,
-        "num_permutations": 64,
-        "seed": 0,
-        "embedder": "minilm",
-        "embed_batch_size": 64,
-    }
+    # the sections carry the dataclasses' defaults (which tests/copo_core/test_config.py checks against
+    # the SPEC), with the command line's override
+    assert config["algorithm"]["copo"] == {**dataclasses.asdict(CopoConfig()), "b": 1.5}
+    assert config["algorithm"]["gcpo"] == dataclasses.asdict(GcpoConfig())
     assert config["algorithm"]["adv_estimator"] == "copo"
     assert config["actor_rollout_ref"]["actor"]["policy_loss"]["loss_mode"] == "copo"
     assert config["reward"]["custom_reward_function"] == {
@@ -51,11 +40,20 @@ def test_cfg_job_prints_composed_config_with_spec_defaults() -> None:
     assert "ppo_mini_batch_size" in config["actor_rollout_ref"]["actor"]
 
 
-def test_verl_version_pin_matches_installed() -> None:
+def test_verl_version_pin_matches_installed(tmp_path) -> None:
     import verl
 
-    from recipe.copo.main_copo import check_verl_version
+    from recipe.copo import main_copo
+    from recipe.verl_pin import check_verl_version, required_verl
 
     pin = (REPO / "recipe" / "copo" / "REQUIRED_VERL.txt").read_text()
-    assert f"verl=={verl.__version__}" in pin
-    check_verl_version()
+    assert f"verl=={verl.__version__}" in pin.splitlines()
+    assert required_verl() == verl.__version__
+    assert main_copo.check_verl_version is check_verl_version  # the entry point uses the one reader
+    assert check_verl_version() == verl.__version__
+    with pytest.raises(RuntimeError, match=rf"verl=={verl.__version__} only, but verl 0\.0\.1 is installed"):
+        check_verl_version("0.0.1")
+    bad = tmp_path / "REQUIRED_VERL.txt"
+    bad.write_text("# comment\nverl>=0.9\n")
+    with pytest.raises(ValueError, match="verl==X.Y.Z"):
+        required_verl(bad)

@@ -25,6 +25,10 @@ def clean_platform(monkeypatch: pytest.MonkeyPatch):
         "PYTHONPATH",
         "CUDA_VISIBLE_DEVICES",
         "OMP_NUM_THREADS",
+        "MKL_NUM_THREADS",
+        "COPO_CPU_THREADS",
+        "TQ_NUM_THREADS",
+        "TQ_CLIENT_ZMQ_IO_THREADS",
         "TOKENIZERS_PARALLELISM",
     ):
         if key in os.environ:
@@ -131,3 +135,45 @@ def test_cpu_offload_policy_never_pins_without_accelerator() -> None:
     assert torch.cuda.is_available() is False
     assert CPUOffloadPolicy(pin_memory=True).pin_memory is False
     assert CPUOffloadPolicy().pin_memory is False
+
+
+def test_worker_threads_one_pool_per_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every process of a CPU job gets the cores as intra-op threads and one inter-op thread."""
+    monkeypatch.delenv("COPO_CPU_THREADS", raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert cpu_backend.worker_threads() == (len(os.sched_getaffinity(0)), 1)
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert cpu_backend.worker_threads() == (3, 1)
+    monkeypatch.setenv("COPO_CPU_THREADS", "1")  # wins over OMP_NUM_THREADS
+    assert cpu_backend.worker_threads() == (1, 1)
+    monkeypatch.setenv("COPO_CPU_THREADS", "two")
+    with pytest.raises(ValueError, match="COPO_CPU_THREADS='two'"):
+        cpu_backend.worker_threads()
+
+
+def test_activate_passes_the_threads_to_every_ray_worker(
+    clean_platform, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COPO_CPU_THREADS", "1")
+    threads = torch.get_num_threads()
+    try:
+        config = OmegaConf.create({"trainer": {"device": "cpu"}})
+        env_vars = cpu_backend.activate(config).ray_kwargs.ray_init.runtime_env.env_vars
+        assert env_vars.COPO_CPU_THREADS == env_vars.OMP_NUM_THREADS == env_vars.MKL_NUM_THREADS == "1"
+        assert env_vars.TQ_NUM_THREADS == "1"  # TransferQueue resets torch's threads to this
+        assert torch.get_num_threads() == 1  # applied to this process too
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_activate_refuses_a_wasted_reference_pass(clean_platform) -> None:
+    from recipe.cpu_backend.checks import CpuConfigError
+
+    config = OmegaConf.create(
+        {
+            "trainer": {"device": "cpu"},
+            "actor_rollout_ref": {"actor": {"use_kl_loss": True, "kl_loss_coef": 0.0}},
+        }
+    )
+    with pytest.raises(CpuConfigError, match="kl_loss_coef=0"):
+        cpu_backend.activate(config)

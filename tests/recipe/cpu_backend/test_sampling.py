@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from recipe.cpu_backend.sampling import SamplingParams, _filter_logits, sample_batch
+from recipe.cpu_backend.sampling import DecodeBatch, SamplingParams, _filter_logits, sample_batch
 from tests.tiny_model import build_tiny_qwen2
 
 EOS = 258
@@ -159,3 +159,69 @@ def test_per_row_generators_make_rows_independent_of_batch_mates(model: torch.nn
         torch.testing.assert_close(
             torch.tensor(alone.log_probs), torch.tensor(sample.log_probs), atol=1e-4, rtol=0
         )
+
+
+def _argmax_loop(model: torch.nn.Module, prompt: list[int], steps: int) -> list[int]:
+    ids = list(prompt)
+    for _ in range(steps):
+        with torch.no_grad():
+            ids.append(int(model(input_ids=torch.tensor([ids])).logits[0, -1].argmax()))
+    return ids[len(prompt) :]
+
+
+def test_rows_joining_a_running_batch_decode_as_if_alone(model: torch.nn.Module) -> None:
+    """Continuous batching: rows added mid-decode (longer prompts, so the running cache is
+    left-padded, then shorter ones, so theirs is) give the tokens of an unbatched no-cache loop."""
+    decode = DecodeBatch(
+        model, SamplingParams(temperature=0.0, ignore_eos=True), eos_token_ids=[EOS], pad_token_id=PAD
+    )
+    decode.add([PROMPTS[1]], [9], [None], ["short"])
+    results = {}
+    for _ in range(3):
+        results.update(decode.step())
+    decode.add([PROMPTS[0]], [4], [None], ["long"])  # 11 tokens > the running cache's 3 + 3
+    results.update(decode.step())
+    decode.add([PROMPTS[2][:2]], [6], [None], ["tiny"])  # 2 tokens < the running cache
+    sizes = []
+    while len(decode):
+        sizes.append(len(decode))
+        results.update(decode.step())
+    assert results["short"].token_ids == _argmax_loop(model, PROMPTS[1], 9)
+    assert results["long"].token_ids == _argmax_loop(model, PROMPTS[0], 4)
+    assert results["tiny"].token_ids == _argmax_loop(model, PROMPTS[2][:2], 6)
+    assert sizes[0] == 3 and sizes[-1] == 1  # finished rows left the batch
+    # 10 steps in all (the last row, "tiny", joined before step 5 and needs 6): 3 prefills plus a
+    # decode forward after every step but the last
+    assert decode.forward_calls == 3 + 9
+
+
+def test_finished_rows_leave_and_their_padding_columns_go(model: torch.nn.Module) -> None:
+    decode = DecodeBatch(
+        model, SamplingParams(temperature=0.0, ignore_eos=True), eos_token_ids=[EOS], pad_token_id=PAD
+    )
+    decode.add([PROMPTS[0], PROMPTS[1]], [2, 6], [None, None], ["long", "short"])
+    assert decode.attention_mask.shape == (2, len(PROMPTS[0]))
+    done = decode.step()
+    assert done == []
+    done = decode.step()  # the long prompt's row reaches its 2 tokens and leaves
+    assert [h for h, _ in done] == ["long"] and len(decode) == 1
+    # only the short row's prompt + the 2 tokens it has so far are left in the cache
+    assert decode.attention_mask.shape == (1, len(PROMPTS[1]) + 2)
+    assert bool(decode.attention_mask.all())
+    assert all(layer.keys.shape[2] == len(PROMPTS[1]) + 2 for layer in decode.cache.layers)
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_joined_rows_log_probs_match_actor_recomputation(model: torch.nn.Module, temperature: float) -> None:
+    params = SamplingParams(temperature=temperature, top_k=50, ignore_eos=True)
+    decode = DecodeBatch(model, params, eos_token_ids=[EOS], pad_token_id=PAD)
+    gens = [torch.Generator().manual_seed(i) for i in range(3)]
+    decode.add([PROMPTS[1]], [8], gens[:1], [1])
+    results = dict(decode.step())
+    decode.add([PROMPTS[0], PROMPTS[2]], [8, 5], gens[1:], [0, 2])
+    while len(decode):
+        results.update(decode.step())
+    for row, prompt in enumerate(PROMPTS):
+        sample = results[row]
+        expected = _actor_log_probs(model, prompt, sample.token_ids, temperature)
+        torch.testing.assert_close(torch.tensor(sample.log_probs), expected, atol=1e-3, rtol=0)

@@ -48,7 +48,7 @@ def test_jsonl_flat_and_verl_filelogger_forms() -> None:
         for key, value in record.items():
             if key not in ("step", "timestamp"):
                 assert copo[key][record["step"]] == pytest.approx(value)
-    assert 7 not in copo["copo/frac_groups_all_correct"]  # the torn last line is skipped
+    assert 7 not in copo["signal/frac_groups_all_correct"]  # the torn last line is skipped
     assert "timestamp" not in copo
 
     grpo = read_jsonl_metrics(GRPO)

@@ -1,0 +1,83 @@
+"""Start-up checks of the CPU-only shortcuts in copo_cpu.yaml: each must leave the loss unchanged.
+
+Called by :func:`recipe.cpu_backend.activate` before Ray starts, so a config that would waste a
+pass or train on the wrong anchor fails in a second, naming the key and the fix.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+_DTYPE_NAMES = {
+    "float32": "fp32",
+    "fp32": "fp32",
+    "bfloat16": "bf16",
+    "bf16": "bf16",
+    "float16": "fp16",
+    "fp16": "fp16",
+}
+
+
+class CpuConfigError(ValueError):
+    """A CPU-backend setting that would change the loss or waste a pass."""
+
+
+def _get(config: DictConfig, key: str, default: Any = None) -> Any:
+    return OmegaConf.select(config, key, default=default)
+
+
+def _dtype(name: Any) -> str:
+    return _DTYPE_NAMES.get(str(name).lower(), str(name).lower())
+
+
+def check_rollout_log_prob_reuse(config: DictConfig) -> None:
+    """``algorithm.rollout_correction.bypass_mode=true`` reuses the rollout's log-probs as old log-probs.
+
+    That equals recomputing them only when the rollout returns them (``calculate_log_probs``) and
+    computes them in the actor's precision from the same weights: the hf rollout takes the actor's
+    weights every step, in ``rollout.dtype``.
+    """
+    if not _get(config, "algorithm.rollout_correction.bypass_mode", False):
+        return
+    if not _get(config, "actor_rollout_ref.rollout.calculate_log_probs", False):
+        raise CpuConfigError(
+            "algorithm.rollout_correction.bypass_mode=true takes the old log-probs from the rollout, but "
+            "actor_rollout_ref.rollout.calculate_log_probs=false, so the rollout returns none. Set "
+            "actor_rollout_ref.rollout.calculate_log_probs=true (copo_cpu.yaml's default), or "
+            "bypass_mode=false to recompute them with the actor."
+        )
+    rollout = _dtype(_get(config, "actor_rollout_ref.rollout.dtype", "bfloat16"))
+    actor_keys = (
+        "actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype",
+        "actor_rollout_ref.actor.fsdp_config.model_dtype",
+    )
+    for key in actor_keys:
+        value = _get(config, key)
+        if value is not None and _dtype(value) != rollout:
+            raise CpuConfigError(
+                f"algorithm.rollout_correction.bypass_mode=true reuses the rollout's log-probs as the PPO "
+                f"anchor, but the rollout computes in actor_rollout_ref.rollout.dtype={rollout} and the actor "
+                f"in {key}={_dtype(value)}: the ratio would start off 1 by the precision gap. Use one dtype "
+                "for both (copo_cpu.yaml: float32), or set bypass_mode=false."
+            )
+
+
+def check_reference_pass(config: DictConfig) -> None:
+    """A reference pass whose KL term is multiplied by 0 is a forward pass for nothing."""
+    if _get(config, "actor_rollout_ref.actor.use_kl_loss", False) and float(
+        _get(config, "actor_rollout_ref.actor.kl_loss_coef", 0.0) or 0.0
+    ) == 0.0:
+        raise CpuConfigError(
+            "actor_rollout_ref.actor.use_kl_loss=true with kl_loss_coef=0 runs the reference model's "
+            "forward pass every step for a loss term that is multiplied by 0. Set "
+            "actor_rollout_ref.actor.use_kl_loss=false (no reference pass; the loss is the same), or give "
+            "actor_rollout_ref.actor.kl_loss_coef a positive value."
+        )
+
+
+def check_cpu_config(config: DictConfig) -> None:
+    """Every CPU-backend start-up check; raises :class:`CpuConfigError` naming the key to change."""
+    check_rollout_log_prob_reuse(config)
+    check_reference_pass(config)

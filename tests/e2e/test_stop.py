@@ -1,0 +1,69 @@
+"""A stopped run stops: SIGTERM mid-step to each launcher leaves no process behind.
+
+SIGTERM is what ``timeout``, Slurm at the end of an allocation and ``docker stop`` send, to the
+launcher's process alone (not to its group). Each test starts the launcher in a session of its own,
+waits until a training step is under way, signals the launcher's pid, and then finds no process
+that inherited the launcher's environment (tests/e2e/stopping.py): not the trainer, not its local
+Ray cluster, not the rollout server.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.cpu_run import cpu_env, read_jsonl, run_module, tiny_recipe_overrides
+from tests.e2e.stopping import kill_tagged, leftovers_after, start_tagged, tagged_processes, wait_until
+from tests.paths import REPO
+
+pytestmark = pytest.mark.e2e
+
+RUN_TIMEOUT_S = 900
+
+
+def _steps(path: Path) -> list[int]:
+    return [int(r["step"]) for r in read_jsonl(path) if "actor/pg_loss" in r] if path.is_file() else []
+
+
+@pytest.mark.timeout(2 * RUN_TIMEOUT_S + 120)
+def test_sigterm_to_main_copo_mid_step_stops_everything_and_keeps_the_checkpoint(tmp_path: Path) -> None:
+    base, ckpt = tiny_recipe_overrides(tmp_path, steps=50)
+    metrics = tmp_path / "metrics.jsonl"
+    overrides = [*base, "trainer.save_freq=1", f"trainer.metrics_jsonl={metrics}"]
+    log_path = tmp_path / "train.log"
+    proc, tag = start_tagged(
+        [sys.executable, "-m", "recipe.copo.main_copo", *overrides], cpu_env(), log_path, REPO
+    )
+    try:
+        # step 1 trained, saved and logged: step 2 is under way
+        wait_until(lambda: len(_steps(metrics)) >= 1, proc, RUN_TIMEOUT_S, "step 1", log_path)
+        time.sleep(1.0)
+        running = tagged_processes(tag)
+        assert any("raylet" in p for p in running), f"the detector must see the Ray cluster: {running}"
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=120)
+        left = leftovers_after(tag)
+        assert not left, "processes left after SIGTERM to main_copo:\n" + "\n".join(left)
+    finally:
+        kill_tagged(tag)
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0, "a stopped run must not report success"
+
+    # The last checkpoint is intact: a resumed run loads it and trains the next step only.
+    saved = int((ckpt / "latest_checkpointed_iteration.txt").read_text().strip())
+    assert saved >= 1 and (ckpt / f"global_step_{saved}" / "actor").is_dir()
+    before = _steps(metrics)
+    resume = [
+        *[o for o in overrides if not o.startswith(("trainer.total_training_steps=", "trainer.resume_mode="))],
+        f"trainer.total_training_steps={saved + 1}",
+        "trainer.resume_mode=auto",
+    ]
+    result = run_module("recipe.copo.main_copo", resume, log_path=tmp_path / "resume.log", timeout=RUN_TIMEOUT_S)
+    assert result.returncode == 0, result.log[-6000:]
+    assert f"global_step_{saved}" in result.log
+    assert _steps(metrics) == [*before[:saved], saved + 1]

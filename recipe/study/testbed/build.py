@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from data_prep.schema import INSTRUCTION
+from data_prep.schema import BOXED_INSTRUCTION
 from recipe.study.testbed.model import ModelShape, build_model
 from recipe.study.testbed.sft import SFTSpec, train_sft
 from recipe.study.testbed.task import OPS, Problem, TaskSpec, make_splits, write_data
@@ -88,7 +88,7 @@ def cache_root() -> Path:
 def tokenizer_corpus() -> list[str]:
     """The text the BPE merges are learned from: every fixed word of prompts and replies."""
     samples = [Problem(op, 12, 34, (op, 2, 2)) for op in OPS]
-    return [p.question + "\n" + INSTRUCTION for p in samples] + [samples[0].target, "user", "assistant"]
+    return [p.question + "\n" + BOXED_INSTRUCTION for p in samples] + [samples[0].target, "user", "assistant"]
 
 
 def _log(message: str) -> None:

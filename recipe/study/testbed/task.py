@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from data_prep.io import write_parquet_atomic
-from data_prep.schema import INSTRUCTION, make_row
+from data_prep.schema import BOXED_INSTRUCTION, make_row
 
 DATA_SOURCE_PREFIX = "testbed/"
 OPS = ("add", "max")
@@ -66,7 +66,7 @@ class Problem:
 
     def messages(self) -> list[dict[str, str]]:
         """The chat prompt verl's agent loop renders (the row's ``prompt``)."""
-        return [{"role": "user", "content": self.question + "\n" + INSTRUCTION}]
+        return [{"role": "user", "content": self.question + "\n" + BOXED_INSTRUCTION}]
 
 
 def distinct_problems(level: Level) -> int:
@@ -214,6 +214,7 @@ def verl_rows(problems: Sequence[Problem], split: str) -> list[dict]:
             split=split,
             index=i,
             original_id=f"{p.op}:{p.a}{symbol[p.op]}{p.b}",
+            template="boxed",
         )
         for i, p in enumerate(problems)
     ]

@@ -5,7 +5,7 @@ verl needs a chat template, a newline that encodes to exactly one token
 transformers 5 can rebuild as ``Qwen2Tokenizer``. A byte-level vocabulary (256 byte symbols + 3
 specials, as in ``tests/tiny_model.py``) satisfies all three and needs no download.
 
-A byte per token would make the project's fixed instruction (``data_prep.schema.INSTRUCTION``,
+A byte per token would make the project's fixed instruction (``data_prep.schema.BOXED_INSTRUCTION``,
 70 characters) most of every sequence, so merges are learned from the task's own text with the
 ``tokenizers`` BPE trainer: each word of the prompt template becomes one token and a prompt is about
 35 tokens instead of 110. Qwen2's pre-tokenizer splits every digit into its own piece, so numbers

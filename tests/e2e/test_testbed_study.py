@@ -9,7 +9,7 @@ import pytest
 
 from recipe.study.driver import run_jobs
 from recipe.study.testbed import analysis
-from recipe.study.testbed.build import TestbedSpec, ensure_testbed
+from recipe.study.testbed import build as testbed_build
 from recipe.study.testbed.model import ModelShape
 from recipe.study.testbed.runs import make_jobs
 from recipe.study.testbed.sft import SFTSpec
@@ -18,7 +18,7 @@ from recipe.tracking.jsonl import read_metrics_jsonl
 
 pytestmark = pytest.mark.e2e
 
-SPEC = TestbedSpec(
+SPEC = testbed_build.TestbedSpec(
     task=TaskSpec(
         levels=(("max", 2, 2), ("add", 2, 2)), sft_weights=(1.0, 1.0), train_per_level=64, val_per_level=8
     ),
@@ -29,7 +29,7 @@ SPEC = TestbedSpec(
 
 @pytest.mark.timeout(900)
 def test_two_methods_train_and_summarize(tmp_path: Path) -> None:
-    testbed = ensure_testbed(SPEC, root=tmp_path / "cache")
+    testbed = testbed_build.ensure_testbed(SPEC, root=tmp_path / "cache")
     methods = ["grpo", "copo_soft_with_zero"]
     jobs = make_jobs(testbed, methods, [0], tmp_path / "runs", steps=2)
     assert run_jobs(jobs, parallel=2, poll_s=1.0) == []

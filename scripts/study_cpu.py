@@ -1,6 +1,9 @@
 #!/usr/bin/env python
 """CPU study: GRPO vs COPO (three blend modes) vs DAPO-style group filtering on SmolLM2-135M.
 
+``study_cpu.py testbed ...`` is the controlled study on a small policy trained in the project
+(``recipe/study/testbed/cli.py``; ``python scripts/study_cpu.py testbed --help``).
+
 Every run uses the same model, data, step budget, batch shape and seeds; only the method's
 Hydra overrides differ (``METHODS``). By default the two seeds of a method train side by side,
 one core each, then the next method. The driver is resumable: a run whose
@@ -21,7 +24,6 @@ and step) and ``docs/study_cpu/summary.csv`` (one row per method, mean and sprea
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import math
 import os
@@ -33,45 +35,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from recipe.tracking import names
-from recipe.tracking.jsonl import read_metrics_jsonl, val_accuracy
+from recipe.study.methods import METHODS
+from recipe.study.steps import STEP_COLUMNS, step_rows, write_csv
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 RUN_SCRIPT = REPO_ROOT / "scripts" / "quickstart_run.py"
 
-_COPO = ["algorithm.adv_estimator=copo", "actor_rollout_ref.actor.policy_loss.loss_mode=copo"]
-_PAPER_7B = ["algorithm.copo.k=5", "algorithm.copo.b=1"]
-_GRPO = ["algorithm.adv_estimator=grpo", "actor_rollout_ref.actor.policy_loss.loss_mode=vanilla"]
-# Method name -> Hydra overrides. Everything else is shared (see base_overrides).
-METHODS: dict[str, list[str]] = {
-    "grpo": _GRPO,
-    "copo_soft_with_zero": [*_COPO, *_PAPER_7B, "algorithm.copo.blend_mode=soft_with_zero"],
-    "copo_soft": [*_COPO, *_PAPER_7B, "algorithm.copo.blend_mode=soft"],
-    "copo_global_only": [*_COPO, *_PAPER_7B, "algorithm.copo.blend_mode=global_only"],
-    # DAPO's dynamic sampling alone: verl drops groups whose `acc` is all equal and generates
-    # more prompts until the batch is full. Loss, clip range and reward stay GRPO's, so the
-    # comparison isolates what filtering does with the zero-variance groups.
-    "dapo_filter": [
-        *_GRPO,
-        "algorithm.filter_groups.enable=true",
-        "algorithm.filter_groups.metric=acc",
-        "algorithm.filter_groups.max_inflight_gen_batches=2",
-    ],
-}
 # Small-and-easy and long-and-hard arithmetic, so SmolLM2 produces all-correct and all-wrong groups.
 TASKS = "basic_arithmetic@easy,chain_sum@easy,basic_arithmetic@hard,chain_sum@hard"
-
-# metrics.jsonl keys (verl's and recipe/copo/trainer.py's) copied into steps.csv
-STEP_COLUMNS = {
-    "train_acc": names.SCORE_MEAN,
-    "response_length": names.RESPONSE_LENGTH_MEAN,
-    "frac_nonzero_adv": names.SIGNAL_FRAC_NONZERO_ADV,
-    "frac_groups_all_correct": names.SIGNAL_FRAC_ALL_CORRECT,
-    "frac_groups_all_wrong": names.SIGNAL_FRAC_ALL_WRONG,
-    "frac_groups_zero_variance": names.SIGNAL_FRAC_ZERO_VARIANCE,
-    "num_responses": names.SIGNAL_NUM_RESPONSES,
-    "step_time_s": names.STEP_TIME,
-}
 
 
 def run_name(method: str, seed: int) -> str:
@@ -202,34 +173,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- summaries
 
 
-def step_rows(run_dir: Path, method: str, seed: int) -> list[dict[str, Any]]:
-    """One dict per logged step of a run (step 0 = validation before training)."""
-    rows: dict[int, dict[str, Any]] = {}
-    for metrics in read_metrics_jsonl(run_dir / "metrics.jsonl"):
-        step = int(metrics["step"])
-        row = rows.setdefault(step, {"run": run_dir.name, "method": method, "seed": seed, "step": step})
-        acc = val_accuracy(metrics)
-        if acc is not None:
-            row["val_acc"] = acc
-        for column, key in STEP_COLUMNS.items():
-            if metrics.get(key) is not None:
-                row[column] = float(metrics[key])
-        if "num_responses" in row:
-            n = row["num_responses"]
-            # DAPO: every evicted (or surplus) group was generated too, then thrown away.
-            groups = float(metrics.get(names.SIGNAL_NUM_GROUPS, 0.0))
-            per_group = n / groups if groups else 0.0
-            extra_groups = sum(float(metrics.get(k, 0.0) or 0.0) for k in names.FILTER_GROUPS_DISCARDED)
-            row["generated_samples"] = n + extra_groups * per_group
-            row["useful_samples"] = row["frac_nonzero_adv"] * n
-    out = [rows[s] for s in sorted(rows)]
-    wall = 0.0
-    for row in out:
-        wall += row.get("step_time_s", 0.0)
-        row["train_wall_s"] = wall
-    return out
-
-
 def _mean_std(values: list[float]) -> tuple[float, float]:
     if not values:
         return math.nan, math.nan
@@ -346,13 +289,7 @@ def _write_markdown(path: Path, summary: list[dict[str, Any]]) -> None:
 
 
 def _write_csv(path: Path, rows: list[dict[str, Any]], columns: list[str]) -> None:
-    tmp = path.with_suffix(".csv.tmp")
-    with open(tmp, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
-    os.replace(tmp, path)
+    write_csv(path, rows, columns)
     print(f"[study] wrote {path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path}")
 
 
@@ -368,36 +305,19 @@ def cmd_summarize(args: argparse.Namespace) -> int:
 
 def cmd_census(args: argparse.Namespace, backend_factory: Any = None) -> int:
     """Sample G responses per training prompt from the initial model and count group outcomes."""
-    from recipe.evaluation.backends import SamplingConfig, make_backend
-    from recipe.evaluation.runner import EvalConfig, run_evaluation
-    from recipe.study.census import CENSUS_COLUMNS, census_markdown, census_rows, write_census_subset
+    from recipe.study.census import run_census
 
-    subset = args.out / "census.parquet"
-    problems = write_census_subset(args.data / "train.parquet", args.per_task, subset)
-    print(
-        f"[study] census: {len(problems)} training prompts x {args.k} samples from {args.model} "
-        f"(T={args.temperature}, <= {args.max_tokens} tokens); results in {args.out}"
-    )
-    cfg = EvalConfig(
-        models=[str(args.model)],
-        data=[str(subset)],
-        out=args.out,
+    run_census(
+        args.model,
+        args.data,
+        args.out,
+        args.docs,
+        per_task=args.per_task,
         k=args.k,
-        sampling=SamplingConfig(temperature=args.temperature, max_tokens=args.max_tokens, seed=args.seed),
-        backend="hf",
-        dtype="float32",
-    )
-    run_evaluation(cfg, backend_factory=backend_factory or make_backend)
-    with open(args.out / "samples.jsonl") as f:
-        rows = census_rows(json.loads(line) for line in f if line.strip())
-    args.docs.mkdir(parents=True, exist_ok=True)
-    _write_csv(args.docs / "census.csv", rows, list(CENSUS_COLUMNS))
-    (args.docs / "census.md").write_text(census_markdown(rows))
-    overall = rows[-1]
-    print(
-        f"[study] census: {overall['groups']} groups, accuracy {overall['accuracy']:.3f}, all correct "
-        f"{overall['frac_all_correct']:.3f}, all wrong {overall['frac_all_wrong']:.3f}, mixed "
-        f"{overall['frac_mixed']:.3f}; wrote {args.docs / 'census.md'}"
+        max_tokens=args.max_tokens,
+        temperature=args.temperature,
+        seed=args.seed,
+        backend_factory=backend_factory,
     )
     return 0
 
@@ -449,10 +369,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="eval results (resumable)",
     )
     census.add_argument("--docs", type=Path, default=REPO_ROOT / "docs" / "study_cpu", help="census.csv/md")
+    # Listed for --help only: main() hands `testbed ...` to recipe/study/testbed/cli.py.
+    sub.add_parser("testbed", help="the controlled study on a small trained policy (testbed --help)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["testbed"]:  # the controlled study: recipe/study/testbed/cli.py
+        from recipe.study.testbed.cli import main as testbed_main
+
+        return testbed_main(argv[1:])
     args = build_parser().parse_args(argv)
     if args.command == "census":
         return cmd_census(args)

@@ -1,18 +1,30 @@
 #!/usr/bin/env bash
-# CPU study (docs/STUDY_CPU.md): GRPO, COPO soft_with_zero / soft / global_only and DAPO-style
-# group filtering on SmolLM2-135M-Instruct with verl's real trainer, same data, seeds and budget.
+# CPU studies (docs/STUDY_CPU.md): GRPO, COPO soft_with_zero / soft / global_only and DAPO-style
+# group filtering with verl's real trainer, same data, seeds and budget for every method.
 #
-#   bash scripts/study_cpu.sh                    # runs in the foreground; resumable
-#   nohup bash scripts/study_cpu.sh > runs/study_cpu.log 2>&1 &     # in the background
+#   bash scripts/study_cpu.sh testbed            # controlled study: a small policy trained here (below)
+#   bash scripts/study_cpu.sh                    # real small LLM: SmolLM2-135M-Instruct; resumable
+#   nohup bash scripts/study_cpu.sh testbed > runs/study_testbed.log 2>&1 &     # in the background
 #   SEEDS=0,1,2 bash scripts/study_cpu.sh      # add a seed: the finished runs are skipped
-#   DRY_RUN=1 bash scripts/study_cpu.sh          # print the plan and commands, train nothing
+#   DRY_RUN=1 bash scripts/study_cpu.sh [testbed]   # print the plan and commands, train nothing
 #
-# Finished runs are skipped; an interrupted run resumes from its last checkpoint. At the end it
-# writes docs/study_cpu/{steps,summary}.csv and the plots (scripts/plot_run.py --study); before the
-# runs, `study_cpu.py census` writes docs/study_cpu/census.{csv,md} (step-0 group outcomes).
-# Environment: STEPS (12), TEST_FREQ (4: validate at steps 0, 4, 8, 12), SEEDS (0,1),
-# METHODS (all), TRAIN_SIZE (512), VAL_SIZE (12), DATA_SEED (0), COPO_CACHE (~/.cache/copo-verl),
-# COPO_VENV (.venv).
+# `testbed`: builds (once, cached under $COPO_CACHE/testbed/) a 1M-parameter Qwen2 fine-tuned on
+# multi-digit addition, runs the step-0 census (docs/study_cpu/testbed/census.{csv,md}), trains
+# every (seed, method) not finished yet, two at a time with one thread each, then writes
+# docs/study_cpu/testbed/{steps,runs,summary,signal}.csv, summary.md and the plots. The workload is
+# pinned in recipe/copo/config/testbed_cpu.yaml. Runs: runs/study_testbed/ (an interrupted run
+# starts over). Environment: SEEDS (0-7), METHODS (all), STEPS (the pinned budget; set only for a
+# pilot, with RUNS=runs/<elsewhere>), RUNS (runs/study_testbed), PARALLEL (2), DOCS
+# (docs/study_cpu/testbed).
+#
+# SmolLM2 (no argument): finished runs are skipped; an interrupted run resumes from its last
+# checkpoint. At the end it writes docs/study_cpu/{steps,summary}.csv and the plots
+# (scripts/plot_run.py --study); before the runs, `study_cpu.py census` writes
+# docs/study_cpu/census.{csv,md} (step-0 group outcomes). Environment: STEPS (12), TEST_FREQ (4:
+# validate at steps 0, 4, 8, 12), SEEDS (0,1), METHODS (all), TRAIN_SIZE (512), VAL_SIZE (12),
+# DATA_SEED (0), COPO_CACHE (~/.cache/copo-verl), COPO_VENV (.venv).
+#
+# `testbed`: SIGTERM or Ctrl-C stops the running step and every run it started.
 set -euo pipefail
 
 if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
@@ -23,12 +35,7 @@ fi
 cd "$(dirname "$0")/.."
 VENV=${COPO_VENV:-.venv}
 CACHE=${COPO_CACHE:-$HOME/.cache/copo-verl}
-STEPS=${STEPS:-12}
-SEEDS=${SEEDS:-0,1}
 METHODS=${METHODS:-grpo,copo_soft_with_zero,copo_soft,copo_global_only,dapo_filter}
-TRAIN_SIZE=${TRAIN_SIZE:-512}
-VAL_SIZE=${VAL_SIZE:-12}
-DATA_SEED=${DATA_SEED:-0}
 PY="$VENV/bin/python"
 say() { echo "[study] $*"; }
 
@@ -38,6 +45,46 @@ if ! "$PY" -c "import verl, ray, reasoning_gym, gguf, recipe.cpu_backend" >/dev/
 fi
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 WANDB_MODE=disabled TOKENIZERS_PARALLELISM=false
 export COPO_CACHE=$CACHE
+
+# Each step runs in the background so that a stop signal reaches it (bash runs a trap only after a
+# foreground child ends); the Python drivers stop their own children on SIGTERM.
+child=""
+# shellcheck disable=SC2329  # called by the trap below
+stop() {
+  if [ -n "$child" ]; then kill -TERM "$child" 2>/dev/null || true; wait "$child" 2>/dev/null || true; fi
+  exit 143
+}
+trap stop TERM INT HUP
+step() {
+  "$@" &
+  child=$!
+  local rc=0
+  wait "$child" || rc=$?
+  child=""
+  return "$rc"
+}
+
+if [ "${1:-}" = "testbed" ]; then
+  TB=(scripts/study_cpu.py testbed)
+  PLAN=(--seeds "${SEEDS:-0-7}" --methods "$METHODS" --runs "${RUNS:-runs/study_testbed}")
+  if [ -n "${STEPS:-}" ]; then PLAN+=(--steps "$STEPS"); fi
+  DOCS=${DOCS:-docs/study_cpu/testbed}
+  if [ "${DRY_RUN:-0}" = 1 ]; then
+    exec "$PY" "${TB[@]}" run "${PLAN[@]}" --dry-run
+  fi
+  status=0
+  step "$PY" "${TB[@]}" build
+  step "$PY" "${TB[@]}" census --docs "$DOCS" || status=$?
+  step "$PY" "${TB[@]}" run "${PLAN[@]}" --parallel "${PARALLEL:-2}" || status=$?
+  step "$PY" "${TB[@]}" summarize "${PLAN[@]}" --docs "$DOCS"
+  exit "$status"
+fi
+
+STEPS=${STEPS:-12}
+SEEDS=${SEEDS:-0,1}
+TRAIN_SIZE=${TRAIN_SIZE:-512}
+VAL_SIZE=${VAL_SIZE:-12}
+DATA_SEED=${DATA_SEED:-0}
 
 MODEL=$("$PY" scripts/prepare_smollm2.py | tail -n 1)
 TASKS=$("$PY" -c "import sys; sys.path.insert(0, 'scripts'); import study_cpu; print(study_cpu.TASKS)")

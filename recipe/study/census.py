@@ -102,3 +102,66 @@ def census_markdown(rows: list[dict[str, Any]]) -> str:
             + " |"
         )
     return "\n".join(lines) + "\n"
+
+
+def run_census(
+    model: Path,
+    data: Path,
+    out: Path,
+    docs: Path,
+    *,
+    per_task: int,
+    k: int,
+    max_tokens: int,
+    temperature: float,
+    seed: int = 0,
+    backend_factory: Any = None,
+) -> dict[str, Any]:
+    """Sample ``k`` responses for the first ``per_task`` training prompts of each task, from ``model``
+    (the evaluation runner, HF backend, fp32), and write ``census.csv`` / ``census.md`` into ``docs``.
+
+    Resumable: the sampled groups are kept under ``out`` (``recipe.evaluation``'s result store).
+
+    Returns:
+        the ``all`` row (every group).
+    """
+    import csv
+    import json
+
+    from recipe.evaluation.backends import SamplingConfig, make_backend
+    from recipe.evaluation.runner import EvalConfig, run_evaluation
+
+    subset = out / "census.parquet"
+    problems = write_census_subset(data / "train.parquet", per_task, subset)
+    print(
+        f"[study] census: {len(problems)} training prompts x {k} samples from {model} "
+        f"(T={temperature}, <= {max_tokens} tokens); results in {out}",
+        flush=True,
+    )
+    cfg = EvalConfig(
+        models=[str(model)],
+        data=[str(subset)],
+        out=out,
+        k=k,
+        sampling=SamplingConfig(temperature=temperature, max_tokens=max_tokens, seed=seed),
+        backend="hf",
+        dtype="float32",
+    )
+    run_evaluation(cfg, backend_factory=backend_factory or make_backend)
+    with open(out / "samples.jsonl") as f:
+        rows = census_rows(json.loads(line) for line in f if line.strip())
+    docs.mkdir(parents=True, exist_ok=True)
+    with open(docs / "census.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(CENSUS_COLUMNS))
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({key: (f"{v:.6g}" if isinstance(v, float) else v) for key, v in row.items()})
+    (docs / "census.md").write_text(census_markdown(rows))
+    overall = rows[-1]
+    print(
+        f"[study] census: {overall['groups']} groups, accuracy {overall['accuracy']:.3f}, all correct "
+        f"{overall['frac_all_correct']:.3f}, all wrong {overall['frac_all_wrong']:.3f}, mixed "
+        f"{overall['frac_mixed']:.3f}; wrote {docs / 'census.md'}",
+        flush=True,
+    )
+    return overall

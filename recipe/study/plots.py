@@ -123,3 +123,93 @@ def plot_study(steps_csv: str | Path, out_dir: str | Path, setup_matplotlib: Cal
     fig.savefig(written[-1])
     plt.close(fig)
     return written
+
+
+# --------------------------------------------------------------------------- controlled testbed
+
+
+def ci_band(
+    by_seed: dict[str, dict[int, tuple[float, float]]],
+) -> tuple[list[int], list[float], list[float], list[float]]:
+    """Steps every seed logged, and the mean over seeds with its 95% bootstrap CI (recipe.study.stats)."""
+    from recipe.study.stats import bootstrap_ci
+
+    steps = sorted(set.intersection(*(set(points) for points in by_seed.values())))
+    mean, low, high = [], [], []
+    for step in steps:
+        ci = bootstrap_ci([points[step][1] for points in by_seed.values()])
+        mean.append(ci.mean)
+        low.append(ci.low)
+        high.append(ci.high)
+    return steps, mean, low, high
+
+
+def paired_curves(data: Curves, baseline: str) -> Curves:
+    """Per method (baseline excluded) and seed, ``y - y_baseline`` at the steps both logged (same seed)."""
+    base = data.get(baseline, {})
+    out: Curves = {}
+    for method, by_seed in data.items():
+        if method == baseline:
+            continue
+        diffs = {}
+        for seed, points in by_seed.items():
+            if seed in base:
+                common = set(points) & set(base[seed])
+                diffs[seed] = {s: (points[s][0], points[s][1] - base[seed][s][1]) for s in common}
+        if diffs:
+            out[method] = diffs
+    return out
+
+
+def _draw_ci(ax, data: Curves, colors: dict[str, str], y_scale: float = 1.0) -> None:
+    for method, by_seed in data.items():
+        steps, mean, low, high = ci_band(by_seed)
+        color = colors[method]
+        ax.plot(steps, [y * y_scale for y in mean], marker="o", markersize=3, color=color, label=method)
+        ax.fill_between(
+            steps, [y * y_scale for y in low], [y * y_scale for y in high], color=color, alpha=0.15
+        )
+
+
+def plot_testbed(
+    steps_csv: str | Path, out_dir: str | Path, setup_matplotlib: Callable, baseline: str = "grpo"
+) -> list[Path]:
+    """``testbed_accuracy.png`` (validation accuracy, and its paired difference to ``baseline``, vs
+    step) and ``testbed_signal.png`` (signal budget vs step); bands are 95% bootstrap CIs over seeds."""
+    rows = read_steps(steps_csv)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    plt = setup_matplotlib()
+    methods = list(dict.fromkeys(row["method"] for row in rows))
+    colors = {m: f"C{i % 10}" for i, m in enumerate(methods)}
+    seeds = len({row["seed"] for row in rows})
+    written = []
+
+    accuracy = curves(rows, "step", "val_acc")
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    _draw_ci(axes[0], accuracy, colors, 100)
+    axes[0].set_ylabel("validation accuracy, greedy (%)")
+    _draw_ci(axes[1], paired_curves(accuracy, baseline), colors, 100)
+    axes[1].axhline(0.0, color="black", linewidth=0.8)
+    axes[1].set_ylabel(f"accuracy minus {baseline}'s, same seed (points)")
+    for ax in axes:
+        ax.set_xlabel("training step")
+        ax.legend(fontsize=8)
+    fig.suptitle(f"Controlled testbed on CPU: mean over {seeds} seeds, band = 95% bootstrap CI")
+    fig.tight_layout()
+    written.append(out_dir / "testbed_accuracy.png")
+    fig.savefig(written[-1])
+    plt.close(fig)
+
+    fig, axes = plt.subplots(1, len(SIGNAL_PANELS), figsize=(4.4 * len(SIGNAL_PANELS), 3.8))
+    training = [r for r in rows if int(r["step"]) > 0]
+    for ax, (key, title) in zip(axes, SIGNAL_PANELS, strict=True):
+        _draw_ci(ax, curves(training, "step", key), colors)
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("training step")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    written.append(out_dir / "testbed_signal.png")
+    fig.savefig(written[-1])
+    plt.close(fig)
+    return written

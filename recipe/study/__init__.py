@@ -1,0 +1,1 @@
+"""The CPU studies: methods, driver, statistics, census, plots; ``testbed``: the controlled study."""

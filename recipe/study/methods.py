@@ -1,0 +1,37 @@
+"""The methods the CPU studies compare, as Hydra overrides of one shared run (one place for both studies).
+
+Every study run shares the model, data, seeds and budget; only these overrides differ.
+"""
+
+from __future__ import annotations
+
+_COPO = ["algorithm.adv_estimator=copo", "actor_rollout_ref.actor.policy_loss.loss_mode=copo"]
+_PAPER_7B = ["algorithm.copo.k=5", "algorithm.copo.b=1"]
+_GRPO = ["algorithm.adv_estimator=grpo", "actor_rollout_ref.actor.policy_loss.loss_mode=vanilla"]
+
+BASELINE = "grpo"
+# Method name -> Hydra overrides.
+METHODS: dict[str, list[str]] = {
+    "grpo": _GRPO,
+    "copo_soft_with_zero": [*_COPO, *_PAPER_7B, "algorithm.copo.blend_mode=soft_with_zero"],
+    "copo_soft": [*_COPO, *_PAPER_7B, "algorithm.copo.blend_mode=soft"],
+    "copo_global_only": [*_COPO, *_PAPER_7B, "algorithm.copo.blend_mode=global_only"],
+    # DAPO's dynamic sampling alone: verl drops groups whose `acc` is all equal and generates
+    # more prompts until the batch is full. Loss, clip range and reward stay GRPO's, so the
+    # comparison isolates what filtering does with the zero-variance groups.
+    "dapo_filter": [
+        *_GRPO,
+        "algorithm.filter_groups.enable=true",
+        "algorithm.filter_groups.metric=acc",
+        "algorithm.filter_groups.max_inflight_gen_batches=2",
+    ],
+}
+
+
+def parse_methods(text: str) -> list[str]:
+    """A comma-separated method list, checked against :data:`METHODS`."""
+    methods = [m for m in text.split(",") if m]
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown or not methods:
+        raise ValueError(f"unknown method(s) {unknown or text!r}; choose from {list(METHODS)}")
+    return methods

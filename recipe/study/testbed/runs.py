@@ -1,0 +1,111 @@
+"""The testbed study's training runs: one ``main_copo --config-name testbed_cpu`` process per (method, seed).
+
+The workload (batch, group size, lengths, learning rate, validation, steps) is pinned in
+``recipe/copo/config/testbed_cpu.yaml``; a run adds only its paths, its seed (data order and rollout
+sampling) and its method's overrides (``recipe/study/methods.py``). The plan is interleaved, for each
+seed every method, so that drift in the machine's speed over the study hits all methods alike.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from recipe.study.driver import METRICS, Job
+from recipe.study.methods import METHODS
+from recipe.study.testbed.build import Testbed
+
+CONFIG_NAME = "testbed_cpu"
+REPO_ROOT = Path(__file__).resolve().parents[3]
+CONFIG_PATH = REPO_ROOT / "recipe" / "copo" / "config" / f"{CONFIG_NAME}.yaml"
+# One thread per run: the study runs two at a time on this 2-core machine.
+THREADS = 1
+
+
+def run_name(method: str, seed: int) -> str:
+    return f"{method}-s{seed}"
+
+
+def workload() -> Any:
+    """The pinned workload: ``testbed_cpu.yaml``'s own keys (not its defaults), as an OmegaConf node."""
+    from omegaconf import OmegaConf
+
+    return OmegaConf.load(CONFIG_PATH)
+
+
+def workload_sha256() -> str:
+    """Hash of the pinned workload's values (comments and layout do not count)."""
+    from omegaconf import OmegaConf
+
+    return hashlib.sha256(OmegaConf.to_yaml(workload(), sort_keys=True).encode()).hexdigest()
+
+
+def planned_steps(steps: int | None) -> int:
+    """``steps`` when given (a pilot), else the workload's ``trainer.total_training_steps``."""
+    return int(steps if steps is not None else workload().trainer.total_training_steps)
+
+
+def run_overrides(testbed: Testbed, method: str, seed: int, out: Path, steps: int | None) -> list[str]:
+    """Hydra overrides of one run, after ``--config-name testbed_cpu``."""
+    budget = [f"trainer.total_training_steps={steps}"] if steps is not None else []
+    return [
+        f"actor_rollout_ref.model.path={testbed.model}",
+        f"data.train_files={testbed.data / 'train.parquet'}",
+        f"data.val_files={testbed.data / 'val.parquet'}",
+        f"data.seed={seed}",
+        f"actor_rollout_ref.rollout.seed={seed}",
+        f"trainer.experiment_name={run_name(method, seed)}",
+        f"trainer.default_local_dir={out / 'checkpoints'}",
+        f"trainer.metrics_jsonl={out / METRICS}",
+        *budget,
+        *METHODS[method],
+    ]
+
+
+def run_env() -> dict[str, str]:
+    """Environment of a run: one thread, offline, the CPU backend."""
+    return {
+        "OMP_NUM_THREADS": str(THREADS),
+        "COPO_CPU_THREADS": str(THREADS),
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "WANDB_MODE": "disabled",
+        "TOKENIZERS_PARALLELISM": "false",
+        "PYTHONUNBUFFERED": "1",
+        "VERL_PLATFORM": "cpu",
+        "VERL_USE_EXTERNAL_MODULES": "recipe.cpu_backend",
+    }
+
+
+def make_jobs(
+    testbed: Testbed,
+    methods: Sequence[str],
+    seeds: Sequence[int],
+    runs_dir: Path,
+    steps: int | None = None,
+    python: str = sys.executable,
+) -> list[Job]:
+    """The study's runs in plan order: for each seed, every method."""
+    budget = planned_steps(steps)
+    config_sha = workload_sha256()
+    jobs = []
+    for seed in seeds:
+        for method in methods:
+            name = run_name(method, seed)
+            out = runs_dir / name
+            overrides = run_overrides(testbed, method, seed, out, steps)
+            fingerprint = {
+                "config": CONFIG_NAME,
+                "workload_sha256": config_sha,
+                "testbed": testbed.key,
+                "method": method,
+                "method_overrides": METHODS[method],
+                "seed": seed,
+                "steps": budget,
+            }
+            command = [python, "-m", "recipe.copo.main_copo", "--config-name", CONFIG_NAME, *overrides]
+            jobs.append(Job(name, out, command, budget, fingerprint, env=run_env(), cwd=REPO_ROOT))
+    return jobs

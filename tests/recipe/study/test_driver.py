@@ -1,0 +1,206 @@
+"""recipe/study/driver.py with a stand-in trainer (a tiny script that writes metrics.jsonl): plan
+order, skip, restart, stale folders, failures, the parallel limit and SIGTERM. No real trainer."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from recipe import proc
+from recipe.study import driver
+
+# argv: out_dir steps mode; mode ok | fail | hang. Writes its pid, then step lines like the trainer.
+STAND_IN = textwrap.dedent(
+    """
+    import json, os, sys, time
+    out, steps, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    with open(os.path.join(out, "pid"), "w") as f:
+        f.write(str(os.getpid()))
+    with open(os.path.join(out, "events"), "a") as f:
+        f.write(f"start {time.time()}\\n")
+    path = os.path.join(out, "metrics.jsonl")
+    with open(path, "a") as f:
+        f.write(json.dumps({"step": 0, "val-core/x/acc/mean@1": 0.25}) + "\\n")
+        for step in range(1, steps + 1):
+            if mode == "hang":
+                time.sleep(600)
+            time.sleep(0.05)
+            f.write(json.dumps({"step": step, "critic/score/mean": 0.5, "timing_s/step": 0.05}) + "\\n")
+            f.flush()
+            if mode == "fail" and step == 1:
+                sys.exit(3)
+    with open(os.path.join(out, "events"), "a") as f:
+        f.write(f"end {time.time()}\\n")
+    """
+)
+
+
+def _jobs(
+    tmp_path: Path, modes: dict[str, str], steps: int = 3, fingerprint: dict | None = None
+) -> list[driver.Job]:
+    script = tmp_path / "stand_in.py"
+    script.write_text(STAND_IN)
+    jobs = []
+    for name, mode in modes.items():
+        out = tmp_path / "runs" / name
+        jobs.append(
+            driver.Job(
+                name=name,
+                out=out,
+                command=[sys.executable, str(script), str(out), str(steps), mode],
+                steps=steps,
+                fingerprint=fingerprint or {"method": name.split("-")[0], "steps": steps},
+            )
+        )
+    return jobs
+
+
+class _Recorder:
+    """A launch function that records the order in which jobs are started."""
+
+    def __init__(self) -> None:
+        self.started: list[str] = []
+
+    def __call__(self, cmd, **kwargs):
+        self.started.append(Path(cmd[2]).name)
+        return proc.start_group(cmd, **kwargs)
+
+
+def test_runs_in_plan_order_then_skips_finished_runs(tmp_path: Path) -> None:
+    jobs = _jobs(tmp_path, {"grpo-s0": "ok", "copo-s0": "ok", "grpo-s1": "ok"})
+    launch = _Recorder()
+    lines: list[str] = []
+    assert driver.run_jobs(jobs, parallel=2, poll_s=0.05, launch=launch, say=lines.append) == []
+    assert launch.started == ["grpo-s0", "copo-s0", "grpo-s1"]
+    for job in jobs:
+        summary = json.loads((job.out / driver.SUMMARY).read_text())
+        assert summary["steps"] == 3 and summary["fingerprint"] == job.fingerprint
+        assert summary["wall_s"] > 0
+        assert driver.job_state(job) == "done"
+    assert any("grpo-s0 step 3/3" in line for line in lines)
+
+    again = _Recorder()
+    lines = []
+    assert driver.run_jobs(jobs, parallel=2, poll_s=0.05, launch=again, say=lines.append) == []
+    assert again.started == []
+    assert sum("done, skipped" in line for line in lines) == 3
+
+
+def test_interrupted_run_restarts_from_scratch(tmp_path: Path) -> None:
+    (job,) = _jobs(tmp_path, {"grpo-s0": "ok"})
+    job.out.mkdir(parents=True)
+    # what a killed run leaves: some steps, no summary.json
+    (job.out / "metrics.jsonl").write_text(json.dumps({"step": 1, "critic/score/mean": 0.9}) + "\n")
+    (job.out / "leftover").write_text("from the killed run")
+    assert driver.job_state(job) == "todo"
+    assert driver.run_jobs([job], parallel=1, poll_s=0.05, say=lambda _: None) == []
+    assert not (job.out / "leftover").exists()
+    rows = [json.loads(line) for line in (job.out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [0, 1, 2, 3]  # one fresh run, nothing appended to the old one
+    assert driver.job_state(job) == "done"
+
+
+def test_stale_run_folder_is_refused(tmp_path: Path) -> None:
+    (job,) = _jobs(tmp_path, {"grpo-s0": "ok"})
+    assert driver.run_jobs([job], parallel=1, poll_s=0.05, say=lambda _: None) == []
+    (changed,) = _jobs(tmp_path, {"grpo-s0": "ok"}, fingerprint={"method": "grpo", "lr": 1})
+    assert driver.job_state(changed) == "stale"
+    with pytest.raises(SystemExit, match="other settings"):
+        driver.run_jobs([changed], parallel=1, poll_s=0.05, say=lambda _: None)
+
+
+def test_a_longer_budget_reruns_a_shorter_finished_run(tmp_path: Path) -> None:
+    (job,) = _jobs(tmp_path, {"grpo-s0": "ok"}, steps=2, fingerprint={"method": "grpo"})
+    assert driver.run_jobs([job], parallel=1, poll_s=0.05, say=lambda _: None) == []
+    (longer,) = _jobs(tmp_path, {"grpo-s0": "ok"}, steps=4, fingerprint={"method": "grpo"})
+    assert driver.job_state(longer) == "todo"
+
+
+def test_failures_are_reported_and_the_others_still_run(tmp_path: Path) -> None:
+    jobs = _jobs(tmp_path, {"grpo-s0": "fail", "copo-s0": "ok"})
+    lines: list[str] = []
+    assert driver.run_jobs(jobs, parallel=1, poll_s=0.05, say=lines.append) == ["grpo-s0"]
+    assert not (jobs[0].out / driver.SUMMARY).exists()
+    assert (jobs[1].out / driver.SUMMARY).exists()
+    assert any("grpo-s0: FAILED (exit 3, 1/3 steps" in line for line in lines)
+
+
+def test_never_more_than_parallel_runs_at_once(tmp_path: Path) -> None:
+    jobs = _jobs(tmp_path, {f"m{i}-s0": "ok" for i in range(4)}, steps=4)
+    assert driver.run_jobs(jobs, parallel=2, poll_s=0.02, say=lambda _: None) == []
+    events = []
+    for job in jobs:
+        for line in (job.out / "events").read_text().split("\n"):
+            if line:
+                kind, stamp = line.split()
+                events.append((float(stamp), 1 if kind == "start" else -1))
+    running = peak = 0
+    for _, delta in sorted(events):
+        running += delta
+        peak = max(peak, running)
+    assert peak <= 2
+
+
+def test_dry_run_prints_commands_and_starts_nothing(tmp_path: Path) -> None:
+    jobs = _jobs(tmp_path, {"grpo-s0": "ok", "copo-s0": "ok"})
+    launch = _Recorder()
+    lines: list[str] = []
+    assert driver.run_jobs(jobs, parallel=2, dry_run=True, launch=launch, say=lines.append) == []
+    assert launch.started == [] and not (tmp_path / "runs").exists()
+    assert lines[0].startswith("[study] (1/2) grpo-s0: ") and "stand_in.py" in lines[0]
+
+
+_DRIVER_MAIN = textwrap.dedent(
+    """
+    import json, sys
+    from pathlib import Path
+    from recipe.proc import Stopped
+    from recipe.study import driver
+    spec = json.loads(sys.argv[1])
+    jobs = [driver.Job(j["name"], Path(j["out"]), j["command"], j["steps"], j["fingerprint"]) for j in spec]
+    try:
+        driver.run_jobs(jobs, parallel=2, poll_s=0.05)
+    except Stopped as stop:
+        sys.exit(stop.exit_code)
+    """
+)
+
+
+def test_sigterm_stops_every_running_run(tmp_path: Path) -> None:
+    jobs = _jobs(tmp_path, {"grpo-s0": "hang", "copo-s0": "hang", "grpo-s1": "ok"})
+    spec = [
+        {
+            "name": j.name,
+            "out": str(j.out),
+            "command": j.command,
+            "steps": j.steps,
+            "fingerprint": j.fingerprint,
+        }
+        for j in jobs
+    ]
+    main = subprocess.Popen(
+        [sys.executable, "-c", _DRIVER_MAIN, json.dumps(spec)], cwd=Path(__file__).parents[3]
+    )
+    pid_files = [jobs[0].out / "pid", jobs[1].out / "pid"]
+    deadline = time.monotonic() + 60
+    while not all(p.is_file() and p.read_text() for p in pid_files):
+        assert time.monotonic() < deadline, "the stand-in runs did not start"
+        assert main.poll() is None, "the driver exited early"
+        time.sleep(0.05)
+    children = [int(p.read_text()) for p in pid_files]
+    main.send_signal(signal.SIGTERM)
+    assert main.wait(timeout=60) == 128 + signal.SIGTERM
+    for pid in children:
+        assert not proc.group_members(pid), f"stand-in run {pid} survived SIGTERM"
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    assert not (jobs[2].out).exists()  # the third run never started
+    assert all(driver.job_state(j) == "todo" for j in jobs)  # all of them run next time

@@ -1,0 +1,104 @@
+"""recipe/study/stats.py against independent computations: loops, exact enumeration, hand-checked cases."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from recipe.study import stats
+
+
+def _percentile_loop(sorted_values: list[float], q: float) -> float:
+    """numpy's default ('linear') percentile, written out: rank q/100 * (n - 1), interpolate neighbours."""
+    rank = q / 100 * (len(sorted_values) - 1)
+    lo = math.floor(rank)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (rank - lo) * (sorted_values[hi] - sorted_values[lo])
+
+
+def _bootstrap_loop(values: list[float], resamples: int, seed: int) -> list[float]:
+    """One resample at a time from the same generator: row b of the vectorised (B, n) draw."""
+    rng = np.random.default_rng(seed)
+    means = []
+    for _ in range(resamples):
+        idx = rng.integers(0, len(values), size=len(values))
+        means.append(sum(values[int(i)] for i in idx) / len(values))
+    return means
+
+
+def test_bootstrap_means_equal_a_loop_with_the_same_draws() -> None:
+    values = [0.31, 0.42, 0.18, 0.55, 0.47, 0.29, 0.38, 0.51]
+    vectorised = stats.bootstrap_means(values, resamples=500, seed=7)
+    assert vectorised == pytest.approx(_bootstrap_loop(values, 500, 7), abs=1e-12)
+
+
+def test_bootstrap_ci_equals_loop_percentiles() -> None:
+    values = [0.1, -0.05, 0.2, 0.0, 0.15, 0.05, -0.1, 0.25]
+    ci = stats.bootstrap_ci(values, resamples=2000, seed=3)
+    means = sorted(_bootstrap_loop(values, 2000, 3))
+    assert ci.mean == pytest.approx(sum(values) / len(values))
+    assert ci.low == pytest.approx(_percentile_loop(means, 2.5), abs=1e-12)
+    assert ci.high == pytest.approx(_percentile_loop(means, 97.5), abs=1e-12)
+    assert ci.n == len(values)
+
+
+def test_two_values_hand_checked() -> None:
+    # Resample means of {0, 1}: 0, 0.5, 1 with probabilities 1/4, 1/2, 1/4, so the 2.5% and 97.5%
+    # points are 0 and 1 (each end has 25% >> 2.5% of the mass).
+    ci = stats.bootstrap_ci([0.0, 1.0], resamples=4000, seed=0)
+    assert (ci.mean, ci.low, ci.high) == (0.5, 0.0, 1.0)
+    assert not ci.excludes_zero
+
+
+def test_ci_matches_the_exact_bootstrap_distribution() -> None:
+    # n = 4: all 4^4 resamples are equally likely; the Monte Carlo CI must land on the exact quantiles.
+    values = [0.0, 0.1, 0.3, 0.8]
+    exact = sorted(sum(c) / 4 for c in itertools.product(values, repeat=4))
+    ci = stats.bootstrap_ci(values, resamples=200_000, seed=11)
+    grid = 0.025  # resample means are multiples of 0.025 here
+    assert abs(ci.low - _percentile_loop(exact, 2.5)) <= grid + 1e-9
+    assert abs(ci.high - _percentile_loop(exact, 97.5)) <= grid + 1e-9
+
+
+def test_degenerate_inputs() -> None:
+    one = stats.bootstrap_ci([0.4])
+    assert (one.mean, one.low, one.high, one.n) == (0.4, 0.4, 0.4, 1)
+    assert one.excludes_zero
+    none = stats.bootstrap_ci([])
+    assert none.n == 0 and math.isnan(none.mean) and not none.excludes_zero
+    assert stats.bootstrap_ci([0.2, 0.3, 0.1]).excludes_zero  # every resample mean > 0
+    assert not stats.bootstrap_ci([-0.2, 0.3, 0.1]).excludes_zero
+    with pytest.raises(ValueError, match="non-finite"):
+        stats.bootstrap_ci([0.1, float("nan")])
+    with pytest.raises(ValueError, match="confidence"):
+        stats.bootstrap_ci([0.1], confidence=1.0)
+    with pytest.raises(ValueError, match="non-empty"):
+        stats.bootstrap_means([])
+
+
+def test_paired_differences_pair_by_seed() -> None:
+    seeds, diffs = stats.paired_differences({0: 0.5, 1: 0.7, 3: 0.2}, {1: 0.6, 0: 0.4, 2: 0.9})
+    assert seeds == [0, 1]
+    assert diffs == pytest.approx([0.1, 0.1])
+
+
+def test_auc_hand_checked_and_against_numpy() -> None:
+    # trapezoids (0.2 + 0.4) / 2 * 5 + (0.4 + 0.4) / 2 * 5 = 3.5 over 10 steps
+    assert stats.auc([0, 5, 10], [0.2, 0.4, 0.4]) == pytest.approx(0.35)
+    steps, acc = [0, 5, 10, 20, 30], [0.1, 0.3, 0.2, 0.6, 0.5]
+    assert stats.auc(steps, acc) == pytest.approx(np.trapezoid(acc, steps) / 30)
+    assert stats.auc([0, 10], [0.3, 0.3]) == pytest.approx(0.3)  # a flat curve's mean is its value
+    with pytest.raises(ValueError, match="increasing"):
+        stats.auc([0, 5, 5], [0.1, 0.2, 0.3])
+    with pytest.raises(ValueError, match=">= 2 points"):
+        stats.auc([0], [0.1])
+
+
+def test_steps_to_threshold() -> None:
+    steps, acc = [0, 5, 10, 15], [0.30, 0.33, 0.36, 0.34]
+    assert stats.steps_to_threshold(steps, acc, 0.35) == 10.0
+    assert stats.steps_to_threshold(steps, acc, 0.33) == 5.0  # reaching counts (>=)
+    assert stats.steps_to_threshold(steps, acc, 0.40) is None

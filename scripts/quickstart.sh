@@ -9,6 +9,9 @@
 # 3. generates a seeded offline train/val set (reasoning-gym arithmetic via data_prep),
 # 4. trains with python -m recipe.copo.main_copo --config-name copo_cpu, printing one line per
 #    step and validation accuracy before and after.
+#
+# SIGTERM (`kill`, `timeout`, Slurm, `docker stop`) or Ctrl-C stops the trainer, its local Ray
+# cluster and the rollout server; nothing is left running (scripts/stoppable.sh).
 set -euo pipefail
 
 usage() {
@@ -19,6 +22,7 @@ Options:
   --steps N        training steps (default: scripts/quickstart_run.py's)
   --algo NAME      copo (default) or grpo (verl's estimator, same trainer)
   --out DIR        run folder (default runs/quickstart-<algo>)
+  --model DIR      a HF model folder to train instead of SmolLM2-135M-Instruct
   --seed S         data / sampling seed (default 0)
   --train-size N   training prompts to generate (default 256)
   --val-size M     validation prompts, decoded greedily before and after training (default 64)
@@ -38,6 +42,7 @@ STEPS=""
 ALGO=copo
 OUT=""
 SEED=0
+MODEL=""
 TRAIN_SIZE=256
 VAL_SIZE=64
 FORCE_SETUP=0
@@ -51,6 +56,8 @@ while [ $# -gt 0 ]; do
     --algo=*) ALGO=${1#*=}; shift ;;
     --out) OUT=$2; shift 2 ;;
     --out=*) OUT=${1#*=}; shift ;;
+    --model) MODEL=$2; shift 2 ;;
+    --model=*) MODEL=${1#*=}; shift ;;
     --seed) SEED=$2; shift 2 ;;
     --seed=*) SEED=${1#*=}; shift ;;
     --train-size) TRAIN_SIZE=$2; shift 2 ;;
@@ -62,12 +69,18 @@ while [ $# -gt 0 ]; do
   esac
 done
 case "$ALGO" in copo|grpo) ;; *) echo "quickstart: --algo must be copo or grpo, got '$ALGO'" >&2; exit 2 ;; esac
+if [ -n "$MODEL" ] && [ ! -f "$MODEL/config.json" ]; then
+  echo "quickstart: --model $MODEL is not a HF model folder (no config.json)" >&2
+  exit 2
+fi
 OUT=${OUT:-runs/quickstart-$ALGO}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)  # absolute: Ray workers do not share this shell's directory
 
 START=$(date +%s)
 say() { echo "[quickstart] $*"; }
+# shellcheck source=scripts/stoppable.sh
+source scripts/stoppable.sh
 
 # 1. environment
 PY="$VENV/bin/python"
@@ -83,15 +96,17 @@ export COPO_CACHE=$CACHE
 export TENSORBOARD_DIR=${TENSORBOARD_DIR:-$OUT/tensorboard}
 
 # 2. model (converted once, then reused)
-say "model: SmolLM2-135M-Instruct"
-MODEL=$("$PY" scripts/prepare_smollm2.py | tail -n 1)
+if [ -z "$MODEL" ]; then
+  say "model: SmolLM2-135M-Instruct"
+  MODEL=$("$PY" scripts/prepare_smollm2.py | tail -n 1)
+fi
 say "model ready: $MODEL"
 
 # 3. data (seeded, offline; regenerated only when missing)
 DATA="$CACHE/data/arith-easy-n$TRAIN_SIZE-v$VAL_SIZE-s$SEED"
 if [ ! -f "$DATA/train.parquet" ] || [ ! -f "$DATA/val.parquet" ]; then
   say "generating data in $DATA"
-  "$PY" -m data_prep reasoning_gym --tasks basic_arithmetic@easy,chain_sum@easy \
+  stoppable "$PY" -m data_prep reasoning_gym --tasks basic_arithmetic@easy,chain_sum@easy \
     --size "$TRAIN_SIZE" --val-size "$VAL_SIZE" --seed "$SEED" --out "$DATA"
 else
   say "data ready: $DATA"
@@ -101,6 +116,6 @@ fi
 say "training $ALGO with verl on CPU (output in $OUT)"
 STEP_ARGS=()
 if [ -n "$STEPS" ]; then STEP_ARGS=(--steps "$STEPS"); fi
-"$PY" scripts/quickstart_run.py --model "$MODEL" --data "$DATA" --out "$OUT" \
+stoppable "$PY" scripts/quickstart_run.py --model "$MODEL" --data "$DATA" --out "$OUT" \
   ${STEP_ARGS[@]+"${STEP_ARGS[@]}"} --algo "$ALGO" --seed "$SEED" ${OVERRIDES[@]+"${OVERRIDES[@]}"}
 say "total wall time: $(( $(date +%s) - START )) s"

@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from recipe import proc as procs
 from recipe.study.methods import METHODS
 from recipe.study.steps import STEP_COLUMNS, step_rows, write_csv
 
@@ -43,6 +44,10 @@ RUN_SCRIPT = REPO_ROOT / "scripts" / "quickstart_run.py"
 
 # Small-and-easy and long-and-hard arithmetic, so SmolLM2 produces all-correct and all-wrong groups.
 TASKS = "basic_arithmetic@easy,chain_sum@easy,basic_arithmetic@hard,chain_sum@hard"
+# The published study's sampling, pinned here rather than read from copo_cpu.yaml (whose quickstart
+# workload has since moved to T=0.7 and 128 tokens), so the committed results reproduce.
+TEMPERATURE = 1.0
+RESPONSE_LENGTH = 64
 
 
 def run_name(method: str, seed: int) -> str:
@@ -52,10 +57,11 @@ def run_name(method: str, seed: int) -> str:
 def base_overrides(args: argparse.Namespace, name: str) -> list[str]:
     """Shared by every run; the method's overrides come after these."""
     return [
+        f"actor_rollout_ref.rollout.temperature={TEMPERATURE}",
         # validation: mean@4 of sampled answers on the fixed held-out set
         "actor_rollout_ref.rollout.val_kwargs.n=4",
         "actor_rollout_ref.rollout.val_kwargs.do_sample=true",
-        "actor_rollout_ref.rollout.val_kwargs.temperature=1.0",
+        f"actor_rollout_ref.rollout.val_kwargs.temperature={TEMPERATURE}",
         f"trainer.test_freq={args.test_freq}",
         f"trainer.save_freq={args.save_freq}",
         "trainer.resume_mode=auto",
@@ -95,6 +101,8 @@ def run_command(args: argparse.Namespace, method: str, seed: int, out: Path) -> 
         str(args.lr),
         "--prompt-length",
         str(args.prompt_length),
+        "--response-length",
+        str(RESPONSE_LENGTH),
         "--batch",
         str(args.batch),
         "--mini-batch",
@@ -122,7 +130,12 @@ def _launch(args: argparse.Namespace, method: str, seed: int, threads: int) -> s
         COPO_CPU_THREADS=str(threads),
         TENSORBOARD_DIR=str(out / "tensorboard"),  # verl's default is one shared ./tensorboard_log
     )
-    return subprocess.Popen(run_command(args, method, seed, out), cwd=REPO_ROOT, env=env)
+    return procs.start_group(run_command(args, method, seed, out), cwd=REPO_ROOT, env=env)
+
+
+# quickstart_run.py takes up to 35 s to stop its trainer (SIGINT, SIGTERM, SIGKILL); more than that
+# before it is killed itself, so that it never dies with its trainer still running.
+STOP_GRACE_S = 60.0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -150,21 +163,30 @@ def cmd_run(args: argparse.Namespace) -> int:
             todo.append((method, seed))
     started = time.time()
     failures = []
-    for first in range(0, len(todo), args.parallel):
-        chunk = todo[first : first + args.parallel]
-        names = ", ".join(run_name(m, s) for m, s in chunk)
-        print(f"[study] starting {names} ({(time.time() - started) / 60:.1f} min into this call)", flush=True)
-        procs = [(m, s, _launch(args, m, s, threads)) for m, s in chunk]
-        for method, seed, proc in procs:
-            out = args.runs / run_name(method, seed)
-            if proc.wait() != 0:
-                print(
-                    f"[study] {out.name} FAILED (exit {proc.returncode}); log {out / 'train.log'}",
-                    file=sys.stderr,
-                )
-                failures.append(out.name)
-            elif not args.keep_checkpoints:
-                shutil.rmtree(out / "checkpoints", ignore_errors=True)  # ~1.6 GB each; results are in metrics
+    running: list[subprocess.Popen] = []
+    # A stop signal stops every running run (its quickstart_run.py stops its trainer) and raises
+    # procs.Stopped, which main() turns into the exit code.
+    with procs.stop_signals_forwarded(running, grace_s=STOP_GRACE_S):
+        for first in range(0, len(todo), args.parallel):
+            chunk = todo[first : first + args.parallel]
+            names = ", ".join(run_name(m, s) for m, s in chunk)
+            print(
+                f"[study] starting {names} ({(time.time() - started) / 60:.1f} min into this call)",
+                flush=True,
+            )
+            for method, seed in chunk:
+                running.append(_launch(args, method, seed, threads))
+            for (method, seed), child in zip(chunk, list(running), strict=True):
+                out = args.runs / run_name(method, seed)
+                if child.wait() != 0:
+                    print(
+                        f"[study] {out.name} FAILED (exit {child.returncode}); log {out / 'train.log'}",
+                        file=sys.stderr,
+                    )
+                    failures.append(out.name)
+                elif not args.keep_checkpoints:
+                    shutil.rmtree(out / "checkpoints", ignore_errors=True)  # ~1.6 GB each; results in metrics
+            running.clear()
     if not args.dry_run:
         print(f"[study] finished in {(time.time() - started) / 60:.1f} min; failed: {failures or 'none'}")
     return 1 if failures else 0
@@ -359,8 +381,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     census.add_argument("--per-task", type=int, default=32, help="training prompts per task (data_source)")
     census.add_argument("--k", type=int, default=4, help="responses per prompt (the study's group size)")
-    census.add_argument("--max-tokens", type=int, default=64, help="the study's max response length")
-    census.add_argument("--temperature", type=float, default=1.0, help="the study's rollout temperature")
+    census.add_argument(
+        "--max-tokens", type=int, default=RESPONSE_LENGTH, help="the study's max response length"
+    )
+    census.add_argument(
+        "--temperature", type=float, default=TEMPERATURE, help="the study's rollout temperature"
+    )
     census.add_argument("--seed", type=int, default=0)
     census.add_argument(
         "--out",
@@ -369,6 +395,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="eval results (resumable)",
     )
     census.add_argument("--docs", type=Path, default=REPO_ROOT / "docs" / "study_cpu", help="census.csv/md")
+    sub.add_parser("tasks", help="print the reasoning-gym tasks of the study's data (for study_cpu.sh)")
     # Listed for --help only: main() hands `testbed ...` to recipe/study/testbed/cli.py.
     sub.add_parser("testbed", help="the controlled study on a small trained policy (testbed --help)")
     return parser
@@ -381,13 +408,22 @@ def main(argv: list[str] | None = None) -> int:
 
         return testbed_main(argv[1:])
     args = build_parser().parse_args(argv)
+    if args.command == "tasks":
+        print(TASKS)
+        return 0
     if args.command == "census":
         return cmd_census(args)
     unknown = [m for m in args.methods if m not in METHODS]
     if unknown:
         raise SystemExit(f"study_cpu.py: unknown method(s) {unknown}; choose from {list(METHODS)}")
     args.runs = args.runs.resolve()
-    return cmd_run(args) if args.command == "run" else cmd_summarize(args)
+    if args.command != "run":
+        return cmd_summarize(args)
+    try:
+        return cmd_run(args)
+    except procs.Stopped as stop:
+        print(f"[study] stopped by signal {stop.signum}; every run it started is stopped", file=sys.stderr)
+        return stop.exit_code
 
 
 if __name__ == "__main__":

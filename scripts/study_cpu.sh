@@ -24,7 +24,7 @@
 # validate at steps 0, 4, 8, 12), SEEDS (0,1), METHODS (all), TRAIN_SIZE (512), VAL_SIZE (12),
 # DATA_SEED (0), COPO_CACHE (~/.cache/copo-verl), COPO_VENV (.venv).
 #
-# `testbed`: SIGTERM or Ctrl-C stops the running step and every run it started.
+# SIGTERM or Ctrl-C stops the running step and every run it started (scripts/stoppable.sh).
 set -euo pipefail
 
 if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
@@ -46,23 +46,9 @@ fi
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 WANDB_MODE=disabled TOKENIZERS_PARALLELISM=false
 export COPO_CACHE=$CACHE
 
-# Each step runs in the background so that a stop signal reaches it (bash runs a trap only after a
-# foreground child ends); the Python drivers stop their own children on SIGTERM.
-child=""
-# shellcheck disable=SC2329  # called by the trap below
-stop() {
-  if [ -n "$child" ]; then kill -TERM "$child" 2>/dev/null || true; wait "$child" 2>/dev/null || true; fi
-  exit 143
-}
-trap stop TERM INT HUP
-step() {
-  "$@" &
-  child=$!
-  local rc=0
-  wait "$child" || rc=$?
-  child=""
-  return "$rc"
-}
+# SIGTERM, SIGINT or SIGHUP stops the running step and every process it started.
+# shellcheck source=scripts/stoppable.sh
+source scripts/stoppable.sh
 
 if [ "${1:-}" = "testbed" ]; then
   TB=(scripts/study_cpu.py testbed)
@@ -73,10 +59,10 @@ if [ "${1:-}" = "testbed" ]; then
     exec "$PY" "${TB[@]}" run "${PLAN[@]}" --dry-run
   fi
   status=0
-  step "$PY" "${TB[@]}" build
-  step "$PY" "${TB[@]}" census --docs "$DOCS" || status=$?
-  step "$PY" "${TB[@]}" run "${PLAN[@]}" --parallel "${PARALLEL:-2}" || status=$?
-  step "$PY" "${TB[@]}" summarize "${PLAN[@]}" --docs "$DOCS"
+  stoppable "$PY" "${TB[@]}" build
+  stoppable "$PY" "${TB[@]}" census --docs "$DOCS" || status=$?
+  stoppable "$PY" "${TB[@]}" run "${PLAN[@]}" --parallel "${PARALLEL:-2}" || status=$?
+  stoppable "$PY" "${TB[@]}" summarize "${PLAN[@]}" --docs "$DOCS"
   exit "$status"
 fi
 
@@ -87,7 +73,7 @@ VAL_SIZE=${VAL_SIZE:-12}
 DATA_SEED=${DATA_SEED:-0}
 
 MODEL=$("$PY" scripts/prepare_smollm2.py | tail -n 1)
-TASKS=$("$PY" -c "import sys; sys.path.insert(0, 'scripts'); import study_cpu; print(study_cpu.TASKS)")
+TASKS=$("$PY" scripts/study_cpu.py tasks)
 DATA="$CACHE/data/study-mixed-n$TRAIN_SIZE-v$VAL_SIZE-s$DATA_SEED"
 if [ ! -f "$DATA/train.parquet" ] || [ ! -f "$DATA/val.parquet" ]; then
   say "generating data in $DATA ($TASKS)"
@@ -102,8 +88,8 @@ if [ "${DRY_RUN:-0}" = 1 ]; then
 fi
 status=0
 # Step-0 group outcomes of the initial model on 32 training prompts per task (resumable, ~5 min).
-"$PY" scripts/study_cpu.py census --model "$MODEL" --data "$DATA" || status=$?
-"$PY" scripts/study_cpu.py run "${ARGS[@]}" || status=$?
-"$PY" scripts/study_cpu.py summarize --seeds "$SEEDS" --methods "$METHODS"
-"$PY" scripts/plot_run.py --study docs/study_cpu/steps.csv --out docs/study_cpu
+stoppable "$PY" scripts/study_cpu.py census --model "$MODEL" --data "$DATA" || status=$?
+stoppable "$PY" scripts/study_cpu.py run "${ARGS[@]}" || status=$?
+stoppable "$PY" scripts/study_cpu.py summarize --seeds "$SEEDS" --methods "$METHODS"
+stoppable "$PY" scripts/plot_run.py --study docs/study_cpu/steps.csv --out docs/study_cpu
 exit "$status"

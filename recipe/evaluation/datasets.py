@@ -1,7 +1,7 @@
 """Eval parquets (data_prep schema) and the number of samples k per data_source.
 
 Schema, one row per problem: ``prompt`` (chat messages), ``data_source``,
-``reward_model`` {style, ground_truth}, ``extra_info`` {split, index, original_id}.
+``reward_model`` {style, ground_truth}, ``extra_info`` {split, index, original_id, prompt_template} (``data_prep.schema``).
 A dataset is one ``data_source``: a parquet may hold several and several parquets may feed one.
 """
 

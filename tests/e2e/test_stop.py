@@ -1,5 +1,9 @@
 """A stopped run stops: SIGTERM mid-step to each launcher leaves no process behind.
 
+Launchers covered here: ``main_copo``, ``scripts/quickstart.sh`` (and the quickstart_run.py it
+starts), the SmolLM2 study driver (``scripts/study_cpu.py run``) and the testbed study driver
+(``recipe.study.driver``); the evaluation's is in tests/recipe/evaluation/test_stop.py.
+
 SIGTERM is what ``timeout``, Slurm at the end of an allocation and ``docker stop`` send, to the
 launcher's process alone (not to its group). Each test starts the launcher in a session of its own,
 waits until a training step is under way, signals the launcher's pid, and then finds no process
@@ -10,6 +14,7 @@ Ray cluster, not the rollout server.
 from __future__ import annotations
 
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -27,6 +32,85 @@ RUN_TIMEOUT_S = 900
 
 def _steps(path: Path) -> list[int]:
     return [int(r["step"]) for r in read_jsonl(path) if "actor/pg_loss" in r] if path.is_file() else []
+
+
+def _sigterm_after_step_one(cmd: list[str], env: dict[str, str], metrics: list[Path], log_path: Path) -> int:
+    """Start ``cmd`` tagged, wait until one of ``metrics`` logged a training step (so the next one is
+    under way), SIGTERM the launcher's pid alone, and assert that no tagged process is left.
+    Returns the launcher's exit code."""
+    proc, tag = start_tagged(cmd, env, log_path, REPO)
+    try:
+        wait_until(lambda: any(_steps(m) for m in metrics), proc, RUN_TIMEOUT_S, "step 1", log_path)
+        time.sleep(1.0)
+        running = tagged_processes(tag)
+        assert any("raylet" in p for p in running), f"the detector must see the Ray cluster: {running}"
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=150)
+        left = leftovers_after(tag)
+        assert not left, f"processes left after SIGTERM to {cmd[:3]}:\n" + "\n".join(left)
+    finally:
+        kill_tagged(tag)
+        if proc.poll() is None:
+            proc.kill()
+    return proc.returncode
+
+
+@pytest.mark.timeout(RUN_TIMEOUT_S + 300)
+def test_sigterm_to_quickstart_sh_mid_step_stops_everything(tmp_path: Path) -> None:
+    from tests.tiny_model import build_tiny_qwen2
+
+    env = {
+        **cpu_env(),
+        "COPO_CACHE": str(tmp_path / "cache"),
+        "COPO_VENV": str(Path(sys.executable).parents[1]),
+    }
+    out = tmp_path / "run"
+    cmd = [
+        "bash",
+        "scripts/quickstart.sh",
+        "--model",
+        str(build_tiny_qwen2(tmp_path / "tiny")),
+        "--out",
+        str(out),
+    ]
+    cmd += ["--steps", "30", "--train-size", "64", "--val-size", "4"]
+    cmd += ["data.max_prompt_length=512", "data.max_response_length=16"]  # byte-level tokenizer: long prompts
+    rc = _sigterm_after_step_one(cmd, env, [out / "metrics.jsonl"], tmp_path / "quickstart.log")
+    assert rc == 143, f"quickstart.sh should exit 143 after SIGTERM, got {rc}"
+
+
+@pytest.mark.timeout(RUN_TIMEOUT_S + 300)
+def test_sigterm_to_smollm2_study_driver_mid_step_stops_everything(tmp_path: Path) -> None:
+    from tests.tiny_model import build_tiny_qwen2
+
+    env = cpu_env()
+    data = tmp_path / "data"
+    prep = [sys.executable, "-m", "data_prep", "reasoning_gym", "--tasks", "basic_arithmetic@easy"]
+    subprocess.run([*prep, "--size", "32", "--val-size", "4", "--out", str(data)], env=env, check=True)
+    runs = tmp_path / "runs"
+    cmd = [sys.executable, "scripts/study_cpu.py", "run", "--model", str(build_tiny_qwen2(tmp_path / "tiny"))]
+    cmd += ["--data", str(data), "--runs", str(runs), "--steps", "30", "--methods", "grpo,copo_soft"]
+    cmd += ["--seeds", "0", "--parallel", "2", "--prompt-length", "512"]
+    metrics = [runs / f"{m}-s0" / "metrics.jsonl" for m in ("grpo", "copo_soft")]
+    rc = _sigterm_after_step_one(cmd, env, metrics, tmp_path / "study.log")
+    assert rc == 128 + signal.SIGTERM, f"the study driver should exit 143 after SIGTERM, got {rc}"
+
+
+@pytest.mark.timeout(RUN_TIMEOUT_S + 300)
+def test_sigterm_to_testbed_study_driver_mid_step_stops_everything(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    cmd = [
+        sys.executable,
+        "-m",
+        "tests.e2e.tiny_testbed",
+        str(tmp_path / "cache"),
+        str(runs),
+        "50",
+        "grpo,copo_soft",
+    ]
+    metrics = [runs / f"{m}-s0" / "metrics.jsonl" for m in ("grpo", "copo_soft")]
+    rc = _sigterm_after_step_one(cmd, cpu_env(), metrics, tmp_path / "testbed.log")
+    assert rc == 128 + signal.SIGTERM, f"the testbed driver should exit 143 after SIGTERM, got {rc}"
 
 
 @pytest.mark.timeout(2 * RUN_TIMEOUT_S + 120)
@@ -59,11 +143,17 @@ def test_sigterm_to_main_copo_mid_step_stops_everything_and_keeps_the_checkpoint
     assert saved >= 1 and (ckpt / f"global_step_{saved}" / "actor").is_dir()
     before = _steps(metrics)
     resume = [
-        *[o for o in overrides if not o.startswith(("trainer.total_training_steps=", "trainer.resume_mode="))],
+        *[
+            o
+            for o in overrides
+            if not o.startswith(("trainer.total_training_steps=", "trainer.resume_mode="))
+        ],
         f"trainer.total_training_steps={saved + 1}",
         "trainer.resume_mode=auto",
     ]
-    result = run_module("recipe.copo.main_copo", resume, log_path=tmp_path / "resume.log", timeout=RUN_TIMEOUT_S)
+    result = run_module(
+        "recipe.copo.main_copo", resume, log_path=tmp_path / "resume.log", timeout=RUN_TIMEOUT_S
+    )
     assert result.returncode == 0, result.log[-6000:]
     assert f"global_step_{saved}" in result.log
     assert _steps(metrics) == [*before[:saved], saved + 1]

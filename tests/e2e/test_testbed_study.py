@@ -10,21 +10,11 @@ import pytest
 from recipe.study.driver import run_jobs
 from recipe.study.testbed import analysis
 from recipe.study.testbed import build as testbed_build
-from recipe.study.testbed.model import ModelShape
 from recipe.study.testbed.runs import make_jobs
-from recipe.study.testbed.sft import SFTSpec
-from recipe.study.testbed.task import TaskSpec
 from recipe.tracking.jsonl import read_metrics_jsonl
+from tests.e2e.tiny_testbed import SPEC
 
 pytestmark = pytest.mark.e2e
-
-SPEC = testbed_build.TestbedSpec(
-    task=TaskSpec(
-        levels=(("max", 2, 2), ("add", 2, 2)), sft_weights=(1.0, 1.0), train_per_level=64, val_per_level=8
-    ),
-    model=ModelShape(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64),
-    sft=SFTSpec(steps=20, batch_size=16),
-)
 
 
 @pytest.mark.timeout(900)

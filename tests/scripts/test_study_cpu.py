@@ -58,6 +58,11 @@ def test_every_method_composes_with_verl_schema(tmp_path: Path, method: str) -> 
     assert config.actor_rollout_ref.rollout.val_kwargs.n == 4
     assert config.data.seed == 1 and config.actor_rollout_ref.rollout.seed == 1
     assert config.trainer.resume_mode == "auto"
+    # The published results' sampling, whatever copo_cpu.yaml's quickstart workload says today,
+    # and the same as the census samples with.
+    census = study.build_parser().parse_args(["census", "--model", "/m", "--data", "/d"])
+    assert config.actor_rollout_ref.rollout.temperature == census.temperature == 1.0
+    assert config.data.max_response_length == census.max_tokens == 64
     expected_estimator = "grpo" if method in ("grpo", "dapo_filter") else "copo"
     assert config.algorithm.adv_estimator == expected_estimator
     assert bool(config.algorithm.filter_groups.enable) == (method == "dapo_filter")

@@ -20,38 +20,23 @@ import shutil
 import tempfile
 from pathlib import Path
 
-ENDOFTEXT = "<|endoftext|>"
-IM_START = "<|im_start|>"
-IM_END = "<|im_end|>"
-SPECIAL_TOKENS = (ENDOFTEXT, IM_START, IM_END)
-
-# Qwen2's ChatML template, reduced to what verl's agent loop uses (no tools, no system default).
-CHATML_TEMPLATE = (
-    "{% for message in messages %}"
-    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+# One ChatML template and one byte alphabet for every tokenizer the project builds.
+from recipe.study.testbed.model import ModelShape, build_model
+from recipe.study.testbed.tokenizer import (
+    CHATML_TEMPLATE,
+    ENDOFTEXT,
+    IM_END,
+    IM_START,
+    SPECIAL_TOKENS,
+    bytes_to_unicode,
 )
 
 _MARKER = "tiny_model.json"
 
 
-def _bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's byte -> printable-character map, the alphabet of ``pre_tokenizers.ByteLevel``."""
-    printable = list(range(ord("!"), ord("~") + 1))
-    printable += list(range(ord("\u00a1"), ord("\u00ac") + 1)) + list(range(ord("\u00ae"), ord("\u00ff") + 1))
-    mapping = {b: chr(b) for b in printable}
-    shift = 0
-    for b in range(256):
-        if b not in mapping:
-            mapping[b] = chr(256 + shift)
-            shift += 1
-    return mapping
-
-
 def _byte_level_vocab() -> dict[str, int]:
     """GPT-2 byte-to-unicode symbols as ids 0..255, then the specials (ids 256, 257, 258)."""
-    symbols = _bytes_to_unicode()  # {byte: printable unicode char}
+    symbols = bytes_to_unicode()  # {byte: printable unicode char}
     vocab = {symbols[b]: b for b in range(256)}
     for offset, token in enumerate(SPECIAL_TOKENS):
         vocab[token] = 256 + offset
@@ -105,31 +90,16 @@ def build_tiny_qwen2(
     if marker.is_file() and json.loads(marker.read_text()) == spec:
         return out
 
-    import torch
-    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
-
     tokenizer = build_tiny_tokenizer()
-    config = Qwen2Config(
-        vocab_size=len(tokenizer),
+    shape = ModelShape(
         hidden_size=hidden_size,
+        num_layers=num_layers,
+        num_heads=4,
+        num_kv_heads=2,
         intermediate_size=2 * hidden_size,
-        num_hidden_layers=num_layers,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=4096,
-        tie_word_embeddings=True,
-        bos_token_id=None,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-        torch_dtype="float32",
+        max_positions=4096,
     )
-    # Seed a private generator state so building the model does not disturb the caller's RNG.
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = Qwen2ForCausalLM(config)
-    model.generation_config = GenerationConfig(
-        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id
-    )
+    model = build_model(tokenizer, shape, seed)  # the caller's RNG state is left alone
 
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))

@@ -33,7 +33,7 @@ CHATML_TEMPLATE = (
 )
 
 
-def _bytes_to_unicode() -> dict[int, str]:
+def bytes_to_unicode() -> dict[int, str]:
     """GPT-2's byte -> printable-character map, the alphabet of ``pre_tokenizers.ByteLevel``."""
     printable = list(range(ord("!"), ord("~") + 1))
     printable += list(range(ord("\u00a1"), ord("\u00ac") + 1)) + list(range(ord("\u00ae"), ord("\u00ff") + 1))
@@ -72,7 +72,7 @@ def build_tokenizer(corpus: Sequence[str] = ()) -> Any:
 
     from tokenizers import pre_tokenizers, trainers
 
-    symbols = _bytes_to_unicode()
+    symbols = bytes_to_unicode()
     vocab = {token: i for i, token in enumerate(SPECIAL_TOKENS)}
     vocab.update({symbols[b]: len(SPECIAL_TOKENS) + b for b in range(256)})
     tokenizer = _qwen2_tokenizer(vocab, [])

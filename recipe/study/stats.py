@@ -40,8 +40,9 @@ class Interval:
 
     @property
     def excludes_zero(self) -> bool:
-        """The CI lies strictly on one side of 0 (False when undefined)."""
-        return bool(self.n > 0 and (self.low > 0 or self.high < 0))
+        """The CI lies strictly on one side of 0. False when undefined, and with one value: its
+        "interval" is the value itself, which says nothing about the spread."""
+        return bool(self.n >= 2 and (self.low > 0 or self.high < 0))
 
 
 def bootstrap_means(values: Sequence[float], resamples: int = DEFAULT_RESAMPLES, seed: int = 0) -> np.ndarray:

@@ -203,11 +203,12 @@ def significance_lines(summary: Sequence[dict[str, Any]], baseline: str = BASELI
         title = next(t for k, t, _, _ in STATISTICS if k == row["statistic"])
         scale = next(s for k, _, s, _ in STATISTICS if k == row["statistic"])
         unit = "points" if scale == 100 else "steps"
-        verdict = (
-            "significant (the 95% CI excludes 0)"
-            if row["significant"]
-            else "not significant (the 95% CI contains 0)"
-        )
+        if int(row["paired_seeds"]) < 2:
+            verdict = "no verdict (an interval needs at least 2 paired seeds)"
+        elif row["significant"]:
+            verdict = "significant (the 95% CI excludes 0)"
+        else:
+            verdict = "not significant (the 95% CI contains 0)"
         lines.append(
             f"- {row['method']} vs {baseline}, {title}: {row['diff_mean'] * scale:+.1f} {unit} "
             f"[{row['diff_low'] * scale:+.1f}, {row['diff_high'] * scale:+.1f}] over {row['paired_seeds']} paired seeds: {verdict}."

@@ -66,7 +66,9 @@ def test_ci_matches_the_exact_bootstrap_distribution() -> None:
 def test_degenerate_inputs() -> None:
     one = stats.bootstrap_ci([0.4])
     assert (one.mean, one.low, one.high, one.n) == (0.4, 0.4, 0.4, 1)
-    assert one.excludes_zero
+    # One seed has no spread: its zero-width "interval" must never be read as significant.
+    assert not one.excludes_zero
+    assert stats.bootstrap_ci([0.4, 0.4]).excludes_zero  # two seeds that agree: every resample is 0.4
     none = stats.bootstrap_ci([])
     assert none.n == 0 and math.isnan(none.mean) and not none.excludes_zero
     assert stats.bootstrap_ci([0.2, 0.3, 0.1]).excludes_zero  # every resample mean > 0

@@ -154,3 +154,12 @@ def test_a_run_without_step0_validation_is_an_error(tmp_path: Path) -> None:
     (run,) = analysis.load_runs(tmp_path, ["grpo"], [0])
     with pytest.raises(ValueError, match="validation at step 0"):
         analysis.run_statistics(run, 0.05, 5)
+
+
+def test_one_paired_seed_gets_no_verdict() -> None:
+    # A pilot with one seed per method: the difference has no interval, so no claim either way.
+    row = {"method": "copo_soft", "statistic": "final_acc", "diff_mean": 0.02, "diff_low": 0.02}
+    row |= {"diff_high": 0.02, "paired_seeds": 1, "significant": False}
+    (line,) = analysis.significance_lines([row])
+    assert line.endswith("no verdict (an interval needs at least 2 paired seeds).")
+    assert " significant" not in line

@@ -11,6 +11,7 @@ import math
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 Row = dict[str, str]
 # method -> seed -> {step: (x, y)}
@@ -112,16 +113,7 @@ def plot_study(steps_csv: str | Path, out_dir: str | Path, setup_matplotlib: Cal
     fig.savefig(written[-1])
     plt.close(fig)
 
-    fig, axes = plt.subplots(1, len(SIGNAL_PANELS), figsize=(4.4 * len(SIGNAL_PANELS), 3.8))
-    for ax, (key, title) in zip(axes, SIGNAL_PANELS, strict=True):
-        _draw(ax, curves([r for r in rows if int(r["step"]) > 0], "step", key), colors)
-        ax.set_title(title, fontsize=10)
-        ax.set_xlabel("training step")
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    written.append(out_dir / "study_signal.png")
-    fig.savefig(written[-1])
-    plt.close(fig)
+    written.append(_signal_figure(plt, rows, colors, _draw, out_dir / "study_signal.png"))
     return written
 
 
@@ -201,15 +193,24 @@ def plot_testbed(
     fig.savefig(written[-1])
     plt.close(fig)
 
+    written.append(_signal_figure(plt, rows, colors, _draw_ci, out_dir / "testbed_signal.png"))
+    return written
+
+
+def _signal_figure(
+    plt: Any, rows: list[dict], colors: dict[str, str], draw: Callable[..., None], path: Path
+) -> Path:
+    """One panel per ``SIGNAL_PANELS`` metric over the training steps (step > 0), drawn by ``draw``
+    (``_draw``: mean and seed range; ``_draw_ci``: mean and bootstrap band); saved to ``path``
+    with the caller's ``matplotlib.pyplot``."""
     fig, axes = plt.subplots(1, len(SIGNAL_PANELS), figsize=(4.4 * len(SIGNAL_PANELS), 3.8))
     training = [r for r in rows if int(r["step"]) > 0]
     for ax, (key, title) in zip(axes, SIGNAL_PANELS, strict=True):
-        _draw_ci(ax, curves(training, "step", key), colors)
+        draw(ax, curves(training, "step", key), colors)
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("training step")
         ax.legend(fontsize=7)
     fig.tight_layout()
-    written.append(out_dir / "testbed_signal.png")
-    fig.savefig(written[-1])
+    fig.savefig(path)
     plt.close(fig)
-    return written
+    return path

@@ -13,8 +13,8 @@ the driver, and sets the environment that makes every Ray worker install them to
   platform answers "cpu" (verl/workers/engine/base.py:404 honours the override).
 
 :func:`install` (idempotent) registers the CPU platform, applies the two torch-level patches
-(gloo process group, no pinned memory; see ``patches.py``) and registers the ``hf`` rollout
-(``hf_server.HFReplica`` + ``adapter.HFServerAdapter``).
+(gloo process group, no pinned memory; see ``patches.py``), registers the ``sdpa_gqa`` attention
+(``attention.py``) and the ``hf`` rollout (``hf_server.HFReplica`` + ``adapter.HFServerAdapter``).
 """
 
 from __future__ import annotations
@@ -88,9 +88,10 @@ def install() -> None:
     global _installed
     if _installed:
         return
-    from . import patches, platform  # noqa: F401  (platform registers itself on import)
+    from . import attention, patches, platform  # noqa: F401  (platform registers itself on import)
 
     patches.apply_all()
+    attention.register()
     _apply_threads()
     _register_rollout()
     _installed = True

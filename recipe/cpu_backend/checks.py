@@ -66,9 +66,10 @@ def check_rollout_log_prob_reuse(config: DictConfig) -> None:
 
 def check_reference_pass(config: DictConfig) -> None:
     """A reference pass whose KL term is multiplied by 0 is a forward pass for nothing."""
-    if _get(config, "actor_rollout_ref.actor.use_kl_loss", False) and float(
-        _get(config, "actor_rollout_ref.actor.kl_loss_coef", 0.0) or 0.0
-    ) == 0.0:
+    if (
+        _get(config, "actor_rollout_ref.actor.use_kl_loss", False)
+        and float(_get(config, "actor_rollout_ref.actor.kl_loss_coef", 0.0) or 0.0) == 0.0
+    ):
         raise CpuConfigError(
             "actor_rollout_ref.actor.use_kl_loss=true with kl_loss_coef=0 runs the reference model's "
             "forward pass every step for a loss term that is multiplied by 0. Set "

@@ -57,6 +57,33 @@ def _filter_logits(scaled: torch.Tensor, top_k: int, top_p: float) -> torch.Tens
     return scaled
 
 
+def draw_tokens(probs: torch.Tensor, generators: Sequence[torch.Generator | None]) -> torch.Tensor:
+    """One token per row, row ``i`` drawn from ``probs[i]`` with one uniform number of ``generators[i]``.
+
+    Inverse-CDF sampling, batched: row i takes the first token whose cumulative probability
+    exceeds ``u_i`` times the row's total. That is exactly the categorical distribution
+    ``torch.multinomial`` samples (zero-probability tokens are never drawn), but one batched
+    cumsum replaces B calls of ``multinomial`` over the vocabulary, which cost ~1 ms each with
+    49k tokens: 8% of a quickstart rollout. Each row still reads only its own generator, so a
+    row's draw does not depend on its batch-mates.
+
+    Args:
+        probs: (B, V) non-negative, each row with a positive sum (need not be normalised).
+        generators: B torch RNGs (None: the global RNG); the same one may serve several rows,
+            which then draw from it in row order.
+
+    Returns:
+        (B,) int64 token ids.
+    """
+    if probs.ndim != 2 or probs.shape[0] != len(generators):
+        raise ValueError(f"draw_tokens: probs {tuple(probs.shape)} for {len(generators)} generators")
+    # float32 uniforms in [0, 1 - 2**-24]: u * total stays below the total in float64 (53 bits)
+    uniforms = torch.cat([torch.rand(1, generator=g) for g in generators]).double()
+    cdf = probs.double().cumsum(dim=-1)
+    target = (uniforms * cdf[:, -1]).unsqueeze(-1)
+    return torch.searchsorted(cdf, target, right=True).squeeze(-1).clamp_(max=probs.shape[-1] - 1)
+
+
 @dataclass
 class _Row:
     """One response being decoded: where it stands and who is waiting for it."""
@@ -222,12 +249,7 @@ class DecodeBatch:
             scaled = logits / params.temperature
             logp_all = torch.log_softmax(scaled, dim=-1)
             probs = torch.softmax(_filter_logits(scaled, params.top_k, params.top_p), dim=-1)
-            token = torch.cat(
-                [
-                    torch.multinomial(p[None], 1, generator=row.generator)[0]
-                    for p, row in zip(probs, self.rows, strict=True)
-                ]
-            )
+            token = draw_tokens(probs, [row.generator for row in self.rows])
         logp = logp_all.gather(-1, token[:, None]).squeeze(-1)
         hit_eos = (
             torch.isin(token, self.eos)

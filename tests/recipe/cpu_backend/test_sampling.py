@@ -225,3 +225,35 @@ def test_joined_rows_log_probs_match_actor_recomputation(model: torch.nn.Module,
         sample = results[row]
         expected = _actor_log_probs(model, prompt, sample.token_ids, temperature)
         torch.testing.assert_close(torch.tensor(sample.log_probs), expected, atol=1e-3, rtol=0)
+
+
+def test_draw_tokens_follows_the_distribution_and_never_draws_zero_mass() -> None:
+    """Counts of 40k draws per row against the row's probabilities (chi-square, 1e-4 false alarm)."""
+    from recipe.cpu_backend.sampling import draw_tokens
+
+    probs = torch.tensor(
+        [[0.5, 0.0, 0.25, 0.125, 0.125, 0.0], [0.0, 0.0, 0.0, 0.0, 0.0, 3.0], [1.0, 2.0, 3.0, 0.0, 4.0, 5.0]]
+    )
+    gens = [torch.Generator().manual_seed(s) for s in (1, 2, 3)]
+    draws = torch.stack([draw_tokens(probs, gens) for _ in range(40_000)])  # (draws, rows)
+    for row in range(probs.shape[0]):
+        counts = torch.bincount(draws[:, row], minlength=probs.shape[1]).double()
+        support = probs[row] > 0
+        assert counts[~support].sum() == 0, f"row {row} drew a zero-probability token"
+        expected = probs[row][support].double() / probs[row].sum() * counts.sum()
+        stat = ((counts[support] - expected) ** 2 / expected).sum()
+        dof = int(support.sum()) - 1
+        if dof:  # chi-square survival function: regularised upper incomplete gamma
+            p_value = torch.special.gammaincc(torch.tensor(dof / 2, dtype=torch.float64), stat / 2)
+            assert p_value > 1e-4, (row, counts.tolist(), float(p_value))
+
+
+def test_draw_tokens_rows_read_only_their_own_generator() -> None:
+    from recipe.cpu_backend.sampling import draw_tokens
+
+    probs = torch.softmax(torch.randn(4, 50, generator=torch.Generator().manual_seed(0)), dim=-1)
+    together = draw_tokens(probs, [torch.Generator().manual_seed(s) for s in range(4)])
+    alone = [int(draw_tokens(probs[i : i + 1], [torch.Generator().manual_seed(i)])) for i in range(4)]
+    assert together.tolist() == alone
+    with pytest.raises(ValueError, match="generators"):
+        draw_tokens(probs, [None])

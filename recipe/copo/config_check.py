@@ -110,6 +110,13 @@ def validate_copo_config(config: DictConfig) -> None:
     jsonl = config.trainer.get("metrics_jsonl")
     if jsonl is not None and not isinstance(jsonl, str):
         raise ConfigError(f"trainer.metrics_jsonl must be a path, empty or null; got {jsonl!r}")
+    poll = config.trainer.get("rollout_poll_interval_s")
+    if poll is not None and (
+        isinstance(poll, bool) or not isinstance(poll, (int, float)) or not 0 < poll <= 60
+    ):
+        raise ConfigError(
+            f"trainer.rollout_poll_interval_s must be a number of seconds in (0, 60] or null (verl's 2.0); got {poll!r}"
+        )
 
 
 def _ref_section_as_worker_sees_it(config: DictConfig) -> DictConfig:

@@ -43,6 +43,7 @@ class CopoTrainerMixin:
     """Overrides of verl's v1 ``PPOTrainer`` for COPO and GCPO; mix in before a verl trainer class.
 
     * ``_setup``: after verl builds the workers, install COPO's loss on the actor workers.
+    * ``_build_replay_buffer``: verl's, polling every ``trainer.rollout_poll_interval_s``.
     * ``_compute_advantage``: COPO/GCPO on the driver (other estimators: verl's step), plus the
       ``signal/`` metrics for every estimator.
     * ``logger``: the Tracking object is teed to ``trainer.metrics_jsonl``.
@@ -60,6 +61,19 @@ class CopoTrainerMixin:
             actor_config = omega_conf_to_dataclass(self.config.actor_rollout_ref.actor)
             self.actor_rollout_wg.set_loss_fn(partial(copo_ppo_loss, config=actor_config))
             log.info("installed recipe.copo.actor_loss.copo_ppo_loss on the actor workers")
+
+    def _build_replay_buffer(self) -> Any:
+        """verl's replay buffer, polling for finished rollouts every ``trainer.rollout_poll_interval_s``."""
+        buffer = super()._build_replay_buffer()  # type: ignore[misc]
+        interval = self.config.trainer.get("rollout_poll_interval_s")
+        if interval is not None:
+            if not hasattr(buffer, "poll_interval"):
+                raise TypeError(
+                    f"trainer.rollout_poll_interval_s is set but {type(buffer).__name__} has no poll_interval; "
+                    "set it to null for a custom sampler"
+                )
+            buffer.poll_interval = float(interval)
+        return buffer
 
     # -- metrics JSONL: verl's fit() assigns self.logger = Tracking(...); tee it on assignment --
     @property

@@ -331,6 +331,10 @@ def test_group_size_one_fails() -> None:
         ("algorithm.use_kl_in_reward=true", "use_kl_in_reward"),
         ("algorithm.rollout_correction.rollout_is=token", r"rollout_correction\.rollout_is=.*not supported"),
         ("algorithm.rollout_correction.rollout_rs=token_k1", r"rollout_correction\.rollout_rs=.*not supported"),
+        ("trainer.rollout_poll_interval_s=0", r"trainer\.rollout_poll_interval_s must be"),
+        ("trainer.rollout_poll_interval_s=-0.5", r"trainer\.rollout_poll_interval_s must be"),
+        ("trainer.rollout_poll_interval_s=fast", r"trainer\.rollout_poll_interval_s must be"),
+        ("trainer.rollout_poll_interval_s=true", r"trainer\.rollout_poll_interval_s must be"),
     ],
 )
 def test_bad_values_fail(override: str, match: str) -> None:

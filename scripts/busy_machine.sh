@@ -16,12 +16,13 @@
 # command through scripts/stoppable.sh first). Exit status: the command's.
 set -euo pipefail
 
+usage() { echo "usage: bash scripts/busy_machine.sh N COMMAND [ARGS...]   (N: busy neighbour processes, 0-64)"; }
 if [ $# -ge 1 ] && { [ "$1" = -h ] || [ "$1" = --help ]; }; then
-  echo "usage: bash scripts/busy_machine.sh N COMMAND [ARGS...]   (N: busy neighbour processes, 0-64)"
+  usage
   exit 0
 fi
 if [ $# -lt 2 ]; then
-  echo "usage: bash scripts/busy_machine.sh N COMMAND [ARGS...]   (N: busy neighbour processes, 0-64)" >&2
+  usage >&2
   exit 2
 fi
 N=$1

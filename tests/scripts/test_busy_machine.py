@@ -56,11 +56,11 @@ def test_neighbours_take_the_commands_cpu_share() -> None:
 def test_neighbours_stop_when_the_command_ends() -> None:
     proc = subprocess.Popen(["bash", SCRIPT, "2", "sleep", "1"], stderr=subprocess.PIPE, text=True)
     time.sleep(0.5)
-    spinners = [p for p in _children(proc.pid) if p != proc.pid]
-    assert len(spinners) >= 3  # two neighbours and the command
+    children = _children(proc.pid)
+    assert len(children) >= 3  # two neighbours and the command
     assert proc.wait(timeout=10) == 0
     time.sleep(0.2)
-    assert not [p for p in spinners if _alive(p)]
+    assert not [p for p in children if _alive(p)]
 
 
 def test_sigterm_stops_command_and_neighbours() -> None:

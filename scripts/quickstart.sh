@@ -84,7 +84,9 @@ source scripts/stoppable.sh
 
 # 1. environment
 PY="$VENV/bin/python"
-if [ "$FORCE_SETUP" = 1 ] || ! "$PY" -c "import verl, ray, reasoning_gym, gguf, recipe.cpu_backend" >/dev/null 2>&1; then
+# shellcheck source=scripts/venv_ready.sh
+source scripts/venv_ready.sh
+if [ "$FORCE_SETUP" = 1 ] || ! venv_ready "$PY"; then
   say "setting up the CPU environment (scripts/setup_env.sh)"
   bash scripts/setup_env.sh
 else

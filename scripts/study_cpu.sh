@@ -39,7 +39,9 @@ METHODS=${METHODS:-grpo,copo_soft_with_zero,copo_soft,copo_global_only,dapo_filt
 PY="$VENV/bin/python"
 say() { echo "[study] $*"; }
 
-if ! "$PY" -c "import verl, ray, reasoning_gym, gguf, recipe.cpu_backend" >/dev/null 2>&1; then
+# shellcheck source=scripts/venv_ready.sh
+source scripts/venv_ready.sh
+if ! venv_ready "$PY"; then
   say "setting up the CPU environment (scripts/setup_env.sh)"
   bash scripts/setup_env.sh
 fi

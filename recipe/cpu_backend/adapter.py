@@ -17,8 +17,12 @@ import torch
 from verl.workers.rollout.base import BaseRollout
 
 from .hf_server import server_actor_name
+from .weight_wire import pack
 
 BUCKET_BYTES = 64 << 20
+# Buckets sent before waiting for the server to load the oldest: the next bucket is gathered while
+# the server copies the last one in; more in flight would only hold more of the model in the store.
+BUCKETS_IN_FLIGHT = 2
 
 
 class HFServerAdapter(BaseRollout):
@@ -66,20 +70,29 @@ class HFServerAdapter(BaseRollout):
             raise NotImplementedError(
                 "hf rollout cannot load a LoRA adapter; set actor_rollout_ref.model.lora.merge=True"
             )
-        # Stream in buckets: one dict of every weight would be pickled whole, so the peak
-        # would hold the model three more times (copy, pickle buffer, object store).
+        # Stream in buckets (as numpy views: weight_wire): one dict of every weight would put the
+        # whole model in the object store at once.
         global_steps = kwargs.get("global_steps")
-        bucket: dict[str, torch.Tensor] = {}
+        pending: list[ray.ObjectRef] = []
+        bucket: dict[str, Any] = {}
         size = 0
         for name, tensor in weights:
             if not self._has_server:
                 continue
-            bucket[name] = tensor.detach().to("cpu")
+            bucket[name] = pack(tensor)
             size += tensor.numel() * tensor.element_size()
             if size >= BUCKET_BYTES:
-                await self._server_handle().update_weights.remote(
-                    bucket, global_steps=global_steps, last=False
+                pending.append(
+                    self._server_handle().update_weights.remote(bucket, global_steps=global_steps, last=False)
                 )
                 bucket, size = {}, 0
+                if len(pending) >= BUCKETS_IN_FLIGHT:
+                    await pending.pop(0)
         if self._has_server:
-            await self._server_handle().update_weights.remote(bucket, global_steps=global_steps, last=True)
+            # Ray may start an async actor's calls out of order; the buckets hold disjoint weights and
+            # this returns only once all are loaded, so the server has the new weights before any rollout.
+            pending.append(
+                self._server_handle().update_weights.remote(bucket, global_steps=global_steps, last=True)
+            )
+            for ref in pending:
+                await ref

@@ -33,11 +33,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+import numpy as np
 import ray
 import torch
 from verl.workers.rollout.replica import RolloutReplica, TokenOutput
 
 from .sampling import DecodeBatch, SamplingParams
+from .weight_wire import unpack
 
 logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -304,9 +306,14 @@ class HFRolloutServer:
 
     # -- weights ---------------------------------------------------------------------------
     async def update_weights(
-        self, named_tensors: dict[str, torch.Tensor], global_steps: int | None = None, last: bool = True
+        self,
+        named_tensors: dict[str, torch.Tensor | np.ndarray],
+        global_steps: int | None = None,
+        last: bool = True,
     ) -> int:
         """Load (part of) the actor's HF-keyed weights; returns how many tensors were loaded.
+
+        Values are tensors or numpy arrays (``weight_wire.pack``: how the adapter sends them).
 
         The adapter streams the weights in buckets; ``last`` marks the final one, after which the
         new weight version takes effect for request seeding.
@@ -324,7 +331,7 @@ class HFRolloutServer:
             @torch.no_grad()
             def copy_in() -> None:
                 for name, tensor in named_tensors.items():
-                    params[name].copy_(tensor.to(params[name].dtype))
+                    params[name].copy_(unpack(tensor).to(params[name].dtype))
 
             await self._on_torch_thread(copy_in)
             if global_steps is not None:

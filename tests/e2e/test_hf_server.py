@@ -26,7 +26,7 @@ def server(tiny: Path):
     import ray
     from verl.workers.config import HFModelConfig, RolloutConfig
 
-    from recipe.cpu_backend.hf_server import HFRolloutServer
+    from recipe.cpu_backend.hf_server import HFRolloutServer, server_actor_name
 
     env = {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "PYTHONPATH": os.getcwd()}
     ray.init(num_cpus=2, include_dashboard=False, runtime_env={"env_vars": env}, log_to_driver=False)
@@ -36,7 +36,7 @@ def server(tiny: Path):
         )
         handle = (
             ray.remote(HFRolloutServer)
-            .options(max_concurrency=64)
+            .options(max_concurrency=64, name=server_actor_name(0))  # the name the adapter looks up
             .remote(config, HFModelConfig(path=str(tiny)))
         )
         ray.get(handle.launch_server.remote())
@@ -119,3 +119,35 @@ def test_update_weights_changes_the_sampling_model(server, tiny: Path) -> None:
         assert out.extra_fields["global_steps"] == 1
     with pytest.raises(ray.exceptions.RayTaskError, match="no_such.weight"):
         ray.get(server.update_weights.remote({"no_such.weight": torch.zeros(1)}))
+
+
+def test_adapter_streams_weights_in_buckets_and_the_server_samples_from_them(
+    server, tiny: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker-side adapter's push (numpy buckets, two in flight) leaves the server sampling
+    from exactly the pushed weights, counted as one weight update."""
+    import ray
+    from transformers import AutoModelForCausalLM
+    from verl.workers.config import HFModelConfig, RolloutConfig
+
+    from recipe.cpu_backend import adapter as adapter_mod
+
+    pushed = AutoModelForCausalLM.from_pretrained(build_tiny_qwen2(tiny.parent / "seed9", seed=9)).eval()
+    monkeypatch.setattr(adapter_mod, "BUCKET_BYTES", 4096)  # many buckets, so several are in flight
+    config = RolloutConfig(name="hf", mode="async", prompt_length=32, response_length=12, dtype="float32")
+    client = adapter_mod.HFServerAdapter(
+        config, HFModelConfig(path=str(tiny)), device_mesh=None, replica_rank=0
+    )
+    updates_before = ray.get(server.get_stats.remote())["weight_updates"]
+    asyncio.run(client.update_weights(pushed.named_parameters(), global_steps=3))
+    assert ray.get(server.get_stats.remote())["weight_updates"] == updates_before + 1
+
+    outs = _generate_all(server, PROMPTS, {"temperature": 1.0, "max_tokens": 6, "ignore_eos": True})
+    for prompt, out in zip(PROMPTS, outs, strict=True):
+        torch.testing.assert_close(
+            torch.tensor(out.log_probs),
+            _actor_log_probs(pushed, prompt, out.token_ids, 1.0),
+            atol=1e-4,
+            rtol=0,
+        )
+        assert out.extra_fields["global_steps"] == 3

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -203,3 +205,18 @@ def test_stop_process_group_escalates_when_sigint_is_ignored() -> None:
     assert proc.returncode == -15  # SIGINT was ignored, SIGTERM ended it
     with pytest.raises(ProcessLookupError):
         os.killpg(proc.pid, 0)
+
+
+def test_venv_ready_finds_the_packages_and_misses_them_without_site_packages(tmp_path: Path) -> None:
+    """scripts/venv_ready.sh decides whether quickstart.sh / study_cpu.sh run setup_env.sh."""
+
+    def ready(python: str) -> bool:
+        cmd = f"source scripts/venv_ready.sh && venv_ready {shlex.quote(python)}"
+        return subprocess.run(["bash", "-c", cmd], cwd=REPO).returncode == 0
+
+    assert ready(sys.executable)
+    bare = tmp_path / "python-without-site-packages"
+    bare.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -S "$@"\n')  # -S: no site-packages
+    bare.chmod(0o755)
+    assert not ready(str(bare))
+    assert not ready(str(tmp_path / "no-such-python"))

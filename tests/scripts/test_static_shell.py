@@ -18,7 +18,7 @@ from tests.paths import REPO
 
 ROOT = REPO
 # Sourced libraries define functions only: they have no command line and hence no --help.
-SOURCED_ONLY = {"scripts/cluster/common.sh", "scripts/stoppable.sh"}
+SOURCED_ONLY = {"scripts/cluster/common.sh", "scripts/stoppable.sh", "scripts/venv_ready.sh"}
 
 
 def repo_files() -> list[str]:

@@ -16,20 +16,6 @@ import warnings
 import numpy as np
 import torch
 
-# torch dtypes whose numpy view round-trips exactly
-_NUMPY_DTYPES = frozenset(
-    {
-        torch.float64,
-        torch.float32,
-        torch.float16,
-        torch.int64,
-        torch.int32,
-        torch.int16,
-        torch.int8,
-        torch.uint8,
-    }
-)
-
 
 def pack(tensor: torch.Tensor) -> np.ndarray | torch.Tensor:
     """The CPU copy of ``tensor`` to send: a numpy view of it where numpy has the dtype.
@@ -38,7 +24,10 @@ def pack(tensor: torch.Tensor) -> np.ndarray | torch.Tensor:
     submitted, so the tensor may change afterwards.
     """
     tensor = tensor.detach().to("cpu")
-    return tensor.numpy() if tensor.dtype in _NUMPY_DTYPES else tensor
+    try:
+        return tensor.numpy()
+    except TypeError:  # a dtype numpy lacks (bfloat16): pickled as a tensor
+        return tensor
 
 
 def unpack(value: np.ndarray | torch.Tensor) -> torch.Tensor:

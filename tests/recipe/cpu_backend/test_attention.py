@@ -93,3 +93,54 @@ def test_hf_rollout_loads_the_actors_attention() -> None:
     assert server.attn_implementation() == "eager"
     server.model_config = SimpleNamespace(override_config={})
     assert server.attn_implementation() == ATTN_IMPLEMENTATION
+
+
+def _packed_row(lengths: list[int]) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor]:
+    """Sequences of ``lengths`` and the one row verl's remove-padding path packs them into."""
+    gen = torch.Generator().manual_seed(1)
+    seqs = [torch.randint(0, 250, (n,), generator=gen) for n in lengths]
+    positions = torch.cat([torch.arange(n) for n in lengths])[None]
+    return seqs, torch.cat(seqs)[None], positions
+
+
+def test_packed_row_matches_each_sequence_alone(tiny: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A packed row (positions restart at 0, no mask: verl's use_remove_padding input) gives every
+    token the logits and every weight the gradient it gets with each sequence run on its own, and
+    its attention runs sequence by sequence."""
+    from recipe.cpu_backend import attention
+
+    calls = []
+    packed_attention = attention._packed_attention
+    monkeypatch.setattr(
+        attention, "_packed_attention", lambda *a, **k: calls.append(a[4]) or packed_attention(*a, **k)
+    )
+    seqs, packed, positions = _packed_row([5, 9, 1, 3, 7])
+    model = _load(tiny, ATTN_IMPLEMENTATION)
+    alone = torch.cat([model(input_ids=s[None], use_cache=False).logits[0] for s in seqs])
+    alone.logsumexp(-1).sum().backward()
+    want = {n: p.grad.clone() for n, p in model.named_parameters()}
+    model.zero_grad()
+    together = model(input_ids=packed, position_ids=positions, use_cache=False).logits[0]
+    together.logsumexp(-1).sum().backward()
+    assert calls == [[0, 5, 14, 15, 18, 25]] * model.config.num_hidden_layers
+    torch.testing.assert_close(together, alone, atol=1e-5, rtol=1e-5)
+    for name, grad in want.items():
+        torch.testing.assert_close(model.get_parameter(name).grad, grad, atol=1e-5, rtol=1e-4, msg=name)
+    # transformers' own sdpa over the whole row under its block-diagonal mask agrees too
+    theirs = _load(tiny, "sdpa")(input_ids=packed, position_ids=positions, use_cache=False).logits[0]
+    torch.testing.assert_close(together.detach(), theirs.detach(), atol=1e-5, rtol=1e-5)
+
+
+def test_packed_bounds_only_where_the_mask_is_block_diagonal() -> None:
+    from recipe.cpu_backend.attention import packed_bounds
+
+    positions = torch.tensor([[0, 1, 2, 0, 1, 0, 1, 2, 3]])
+    seq = torch.tensor([0, 0, 0, 1, 1, 2, 2, 2, 2])
+    block = (seq[:, None] == seq[None, :]) & torch.ones(9, 9, dtype=torch.bool).tril()
+    assert packed_bounds(positions, block[None, None]) == [0, 3, 5, 9]
+    leaky = block.clone()
+    leaky[4, 1] = True  # a token of the second sequence sees the first one: not separable
+    assert packed_bounds(positions, leaky[None, None]) is None
+    assert packed_bounds(positions, None) is None  # no mask: transformers found no packing
+    assert packed_bounds(torch.arange(9)[None], block[None, None]) is None  # one sequence
+    assert packed_bounds(positions.expand(2, -1), block[None, None].expand(2, -1, -1, -1)) is None

@@ -8,13 +8,15 @@ the driver, and sets the environment that makes every Ray worker install them to
   every process, which runs :func:`install`.
 * ``VERL_PLATFORM=cpu``: verl's platform registry picks :class:`platform.CPUPlatform`
   (auto-detection would fall back to ``nvidia``).
-* ``VERL_ENGINE_DEVICE=cuda``: the FSDP engine is registered for cuda/npu only
-  (verl/workers/engine/fsdp/transformer_impl.py:1143); its code is device-agnostic once the
-  platform answers "cpu" (verl/workers/engine/base.py:404 honours the override).
+* ``VERL_ENGINE_DEVICE=cpu``: verl registers its FSDP engine for cuda/npu only
+  (verl/workers/engine/fsdp/transformer_impl.py:1143); ``engine.py`` registers it for ``cpu``, with
+  the ``cpu_backend.*`` settings of the job config. verl's engine code is device-agnostic once the
+  platform answers "cpu".
 
 :func:`install` (idempotent) registers the CPU platform, applies the two torch-level patches
 (gloo process group, no pinned memory; see ``patches.py``), registers the ``sdpa_gqa`` attention
-(``attention.py``) and the ``hf`` rollout (``hf_server.HFReplica`` + ``adapter.HFServerAdapter``).
+(``attention.py``), the CPU training engine (``engine.py``) and the ``hf`` rollout
+(``hf_server.HFReplica`` + ``adapter.HFServerAdapter``).
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 # The CPU backend relies on private verl details (the rollout registry dict, the process-group
 # backend string, the engine registry): any verl but the pinned one fails here, up front.
 from recipe.verl_pin import REQUIRED_VERL_FILE, check_verl_version
+
+from .engine import ENGINE_DEVICE, SETTINGS
 
 __all__ = [
     "activate",
@@ -88,10 +92,11 @@ def install() -> None:
     global _installed
     if _installed:
         return
-    from . import attention, patches, platform  # noqa: F401  (platform registers itself on import)
+    from . import attention, engine, patches, platform  # noqa: F401  (platform registers itself on import)
 
     patches.apply_all()
     attention.register()
+    engine.install()
     _apply_threads()
     _register_rollout()
     _installed = True
@@ -115,8 +120,12 @@ def _register_rollout() -> None:
 PROJECT_ROOT = str(Path(__file__).resolve().parent.parent.parent)
 
 
-def _worker_env() -> dict[str, str]:
-    """Environment every process of the job needs (driver and Ray workers alike)."""
+def _worker_env(config: DictConfig | None = None) -> dict[str, str]:
+    """Environment every process of the job needs (driver and Ray workers alike).
+
+    With the job's ``config``, also the ``cpu_backend.*`` settings the training engine reads from
+    the environment (``engine.SETTINGS``; an absent key is false).
+    """
     project_root = PROJECT_ROOT
     intra, _ = worker_threads()
     pythonpath = os.environ.get("PYTHONPATH", "")
@@ -125,10 +134,10 @@ def _worker_env() -> dict[str, str]:
     modules = [m for m in os.environ.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]
     if MODULE_NAME not in modules:
         modules.append(MODULE_NAME)
-    return {
+    env = {
         "VERL_USE_EXTERNAL_MODULES": ",".join(modules),
         "VERL_PLATFORM": "cpu",
-        "VERL_ENGINE_DEVICE": "cuda",
+        "VERL_ENGINE_DEVICE": ENGINE_DEVICE,
         # Ray workers must import `recipe` from this checkout (Ray's cwd is not on sys.path).
         "PYTHONPATH": pythonpath,
         "TOKENIZERS_PARALLELISM": os.environ.get("TOKENIZERS_PARALLELISM", "false"),
@@ -143,6 +152,10 @@ def _worker_env() -> dict[str, str]:
         "TQ_NUM_THREADS": str(intra),
         "TQ_CLIENT_ZMQ_IO_THREADS": "1",
     }
+    if config is not None:
+        for key, name in SETTINGS.items():
+            env[name] = "1" if OmegaConf.select(config, key, default=False) else "0"
+    return env
 
 
 def _select_cpu_platform() -> None:
@@ -175,7 +188,7 @@ def activate(config: DictConfig | None = None) -> DictConfig | None:
     # GPUs): "Attempting to start raylet with 1 GPU, but CUDA_VISIBLE_DEVICES contains []".
     if os.environ.get("CUDA_VISIBLE_DEVICES", None) == "":
         del os.environ["CUDA_VISIBLE_DEVICES"]
-    env = _worker_env()
+    env = _worker_env(config)
     os.environ.update(env)
     install()
     _apply_threads()  # again: install() runs once per process, the threads may have changed since

@@ -78,7 +78,44 @@ def check_reference_pass(config: DictConfig) -> None:
         )
 
 
+def check_cpu_backend_section(config: DictConfig) -> None:
+    """``cpu_backend.*``: known keys (a typo would silently leave a saving off), booleans, and fp32
+    for ``unwrapped_single_rank``.
+
+    FSDP's mixed precision keeps fp32 weights and computes in ``param_dtype``; the unwrapped module
+    computes in the dtype it holds, so anything but fp32 end to end would change the numbers.
+    """
+    from .engine import SETTINGS, UNWRAPPED
+
+    section = _get(config, "cpu_backend")
+    if section is None:
+        return
+    if not isinstance(section, DictConfig):
+        raise CpuConfigError(f"cpu_backend must be a mapping of {sorted(SETTINGS)}, got {section!r}")
+    for name, value in section.items():
+        key = f"cpu_backend.{name}"
+        if key not in SETTINGS:
+            raise CpuConfigError(f"{key}: unknown key; the cpu_backend keys are {sorted(SETTINGS)}")
+        if not isinstance(value, bool):
+            raise CpuConfigError(f"{key} must be true or false, got {value!r}")
+    if not _get(config, UNWRAPPED, False):
+        return
+    for role in ("actor", "ref"):
+        for key in (
+            f"actor_rollout_ref.{role}.fsdp_config.model_dtype",
+            f"actor_rollout_ref.{role}.fsdp_config.mixed_precision.param_dtype",
+        ):
+            value = _get(config, key)
+            if value is not None and _dtype(value) != "fp32":
+                raise CpuConfigError(
+                    f"{UNWRAPPED}=true trains the unwrapped model in the dtype it holds, but "
+                    f"{key}={value}: set it to fp32 (copo_cpu.yaml's default), or set {UNWRAPPED}=false "
+                    "to train under FSDP2's mixed precision."
+                )
+
+
 def check_cpu_config(config: DictConfig) -> None:
     """Every CPU-backend start-up check; raises :class:`CpuConfigError` naming the key to change."""
     check_rollout_log_prob_reuse(config)
     check_reference_pass(config)
+    check_cpu_backend_section(config)

@@ -95,10 +95,11 @@ class _Row:
     logps: list[float] = field(default_factory=list)
 
 
-def _keeps_last_logits(model: torch.nn.Module) -> bool:
+def takes_logits_to_keep(model: torch.nn.Module) -> bool:
     """Whether the model's forward takes ``logits_to_keep`` (transformers' causal LMs do): a prefill
     then computes lm_head for the last position only, not for every prompt token (on SmolLM2 the
-    49k-vocabulary head is a fifth of a token's FLOPs, and the (B, L, V) logits hundreds of MB)."""
+    49k-vocabulary head is a fifth of a token's FLOPs, and the (B, L, V) logits hundreds of MB); the
+    CPU training engine for the response positions only (engine.py)."""
     import inspect
 
     return "logits_to_keep" in inspect.signature(model.forward).parameters
@@ -171,7 +172,7 @@ class DecodeBatch:
             input_ids[row, width - len(prompt) :] = torch.tensor(list(prompt), dtype=torch.long)
             mask[row, width - len(prompt) :] = 1
         position_ids = (mask.cumsum(-1) - 1).clamp(min=0)
-        extra = {"logits_to_keep": 1} if _keeps_last_logits(self.model) else {}
+        extra = {"logits_to_keep": 1} if takes_logits_to_keep(self.model) else {}
         out = self.model(
             input_ids=input_ids, attention_mask=mask, position_ids=position_ids, use_cache=True, **extra
         )

@@ -30,6 +30,8 @@ def clean_platform(monkeypatch: pytest.MonkeyPatch):
         "TQ_NUM_THREADS",
         "TQ_CLIENT_ZMQ_IO_THREADS",
         "TOKENIZERS_PARALLELISM",
+        "COPO_CPU_UNWRAPPED_SINGLE_RANK",
+        "COPO_CPU_RESPONSE_LOGITS_ONLY",
     ):
         if key in os.environ:
             monkeypatch.setenv(key, os.environ[key])
@@ -66,7 +68,9 @@ def test_activate_sets_env_config_and_platform(clean_platform, monkeypatch: pyte
     env_vars = out.ray_kwargs.ray_init.runtime_env.env_vars
     assert env_vars.FOO == "1"  # the user's own env vars survive
     assert env_vars.VERL_USE_EXTERNAL_MODULES == "my_plugin,recipe.cpu_backend"
-    assert env_vars.VERL_PLATFORM == "cpu" and env_vars.VERL_ENGINE_DEVICE == "cuda"
+    assert env_vars.VERL_PLATFORM == "cpu" and env_vars.VERL_ENGINE_DEVICE == "cpu"
+    assert env_vars.COPO_CPU_UNWRAPPED_SINGLE_RANK == "0"  # no cpu_backend section: verl's FSDP2 engine
+    assert env_vars.COPO_CPU_RESPONSE_LOGITS_ONLY == "0"
     assert os.environ["VERL_PLATFORM"] == "cpu"
     assert "CUDA_VISIBLE_DEVICES" not in os.environ  # "" would make Ray refuse the logical GPU
     assert isinstance(clean_platform.get_platform(), CPUPlatform)
@@ -164,6 +168,18 @@ def test_activate_passes_the_threads_to_every_ray_worker(
         assert torch.get_num_threads() == 1  # applied to this process too
     finally:
         torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize(("value", "env"), [(True, "1"), (False, "0")])
+def test_activate_passes_the_engine_settings_to_every_ray_worker(clean_platform, value: bool, env: str) -> None:
+    from recipe.cpu_backend.engine import RESPONSE_LOGITS, SETTINGS, UNWRAPPED
+
+    config = OmegaConf.create(
+        {"trainer": {"device": "cpu"}, "cpu_backend": {"unwrapped_single_rank": value}}
+    )
+    env_vars = cpu_backend.activate(config).ray_kwargs.ray_init.runtime_env.env_vars
+    assert env_vars[SETTINGS[UNWRAPPED]] == os.environ[SETTINGS[UNWRAPPED]] == env
+    assert env_vars[SETTINGS[RESPONSE_LOGITS]] == "0"  # absent: off
 
 
 def test_activate_refuses_a_wasted_reference_pass(clean_platform) -> None:

@@ -13,9 +13,10 @@ It prints, side by side and measured in this one invocation:
   after the plain run, and printed beside every wall time;
 * per phase of verl's step (``timing_s/gen``, ``old_log_prob``, ``ref``, ``update_actor``,
   ``update_weights``, ``step``; the median over the steps after the first, which also warms up): seconds,
-  achieved GFLOP/s (useful FLOPs: ~2 x params x real tokens forward, ~6 x params x tokens forward +
-  backward; for a tied model such as SmolLM2 the embedding matrix counts once, as lm_head), fraction of
-  the roofline, and the ratio to the plain equivalent;
+  achieved GFLOP/s (useful FLOPs, the least work the phase needs, the same for both sides: ~2 x params
+  x real tokens forward, ~6 x forward + backward, with the LM head counted only at the positions whose
+  logits are used, the response's; for a tied model such as SmolLM2 the embedding matrix counts once, as
+  the LM head), fraction of the roofline, and the ratio to the plain equivalent;
 * the plain equivalent, in a fresh process with the same threads: transformers ``generate`` of the same
   number of sequences with every one forced to the run's longest response (so it does at least the
   rollout's work), a forward-only log-prob pass over the same micro-batches, and forward + backward +
@@ -40,7 +41,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from recipe.cpu_backend.roofline import matmul_params, roofline_gflops
+from recipe.cpu_backend.roofline import lm_head_params, matmul_params, roofline_gflops
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PHASES = ("gen", "old_log_prob", "ref", "update_actor", "update_weights")
@@ -314,14 +315,15 @@ def project_timings(metrics: Path) -> tuple[dict[str, float], dict[str, float], 
 
 
 # -- the table ---------------------------------------------------------------------------------------
-def phase_flops(params: int, rows: int, prompt_len: float, resp_len: float) -> dict[str, float]:
-    """Useful FLOPs of each phase for ``rows`` sequences (real tokens only)."""
-    tokens = rows * (prompt_len + resp_len)
+def phase_flops(params: int, head: int, rows: int, prompt_len: float, resp_len: float) -> dict[str, float]:
+    """Useful FLOPs of each phase for ``rows`` sequences: real tokens only, and the LM head (``head`` of
+    the ``params``) only at the response positions, where its logits are used."""
+    body = 2.0 * (params - head) * rows * (prompt_len + resp_len) + 2.0 * head * rows * resp_len
     return {
-        "gen": 2.0 * params * tokens,
-        "old_log_prob": 2.0 * params * tokens,
-        "ref": 2.0 * params * tokens,
-        "update_actor": 6.0 * params * tokens,
+        "gen": body,
+        "old_log_prob": body,
+        "ref": body,
+        "update_actor": 3.0 * body,
         "update_weights": 0.0,
     }
 
@@ -464,9 +466,9 @@ def main(argv: list[str] | None = None) -> int:
     plain = run_json_subprocess(["--_plain", json.dumps(spec)])
     load_end = load_snapshot()
 
-    params = matmul_params(model)
-    flops = phase_flops(params, rows, prompt_len, resp_mean)
-    plain_flops = phase_flops(params, rows, spec["prompt_len"], spec["response_len"])
+    params, head = matmul_params(model), lm_head_params(model)
+    flops = phase_flops(params, head, rows, prompt_len, resp_mean)
+    plain_flops = phase_flops(params, head, rows, spec["prompt_len"], spec["response_len"])
     roof_project = (roof0 + roof1) / 2
     print()
     print(

@@ -40,6 +40,12 @@ def matmul_params(model_dir: str | Path) -> int:
     return sum(i * o * c for i, o, c in linear_shapes(model_dir))
 
 
+def lm_head_params(model_dir: str | Path) -> int:
+    """The LM head's share of :func:`matmul_params` (the last of :func:`linear_shapes`)."""
+    i, o, c = linear_shapes(model_dir)[-1]
+    return i * o * c
+
+
 def roofline_gflops(model_dir: str | Path, tokens: int = 1024, repeats: int = 3) -> float:
     """fp32 GFLOP/s of one pass over the model's linear layers at ``tokens`` rows (best of ``repeats``).
 

@@ -4,6 +4,7 @@
     python scripts/bench_step.py                      # 3 quickstart-config steps, then the plain run
     python scripts/bench_step.py --steps 4 actor_rollout_ref.rollout.n=8     # Hydra overrides pass through
     python scripts/bench_step.py --metrics runs/quickstart-copo/metrics.jsonl  # time an existing run
+    python scripts/bench_step.py --plain-only     # only the plain side, at issue 17's shapes: today's speed
 
 It prints, side by side and measured in this one invocation:
 
@@ -418,6 +419,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="run folder (default: a temporary one)")
     parser.add_argument("--json", type=Path, default=None, help="also write the numbers here")
     parser.add_argument(
+        "--plain-only",
+        action="store_true",
+        help="time only the plain PyTorch side at --plain-shape (the day's speed in plain work, comparable "
+        "across days; the default shape is the one issue 17 timed: 64 s for the update that day)",
+    )
+    parser.add_argument(
+        "--plain-shape",
+        default="rows=32,prompt=58,response=64,micro=8,mini=16",
+        help="with --plain-only: sequences, prompt and response tokens, micro- and mini-batch sequences",
+    )
+    parser.add_argument(
         "--project-roofline",
         type=float,
         default=None,
@@ -426,8 +438,10 @@ def main(argv: list[str] | None = None) -> int:
     args, extra = parser.parse_known_args(argv)
 
     model = args.model or prepared_model()
-    data = args.data or prepared_data()
     intra, inter = trainer_threads()
+    if args.plain_only:
+        return plain_only(model, intra, inter, args.plain_shape)
+    data = args.data or prepared_data()
     print(
         f"[bench_step] threads per worker: intra-op {intra}, inter-op {inter or 'torch default'}", flush=True
     )
@@ -508,6 +522,40 @@ def main(argv: list[str] | None = None) -> int:
                 indent=2,
             )
         )
+    return 0
+
+
+def plain_only(model: str, intra: int, inter: int, shape: str) -> int:
+    """Time the plain side alone at ``shape`` and print each phase beside the roofline measured before it."""
+    names = {
+        "rows": "rows",
+        "prompt": "prompt_len",
+        "response": "response_len",
+        "micro": "micro",
+        "mini": "mini",
+    }
+    try:
+        given = dict(item.split("=", 1) for item in shape.split(","))
+        spec = {names[key]: int(value) for key, value in given.items()}
+    except (KeyError, ValueError) as exc:
+        raise SystemExit(
+            f"[bench_step] --plain-shape {shape!r}: expected {','.join(f'{k}=N' for k in names)}"
+        ) from exc
+    missing = sorted(key for key, name in names.items() if name not in spec)
+    if missing:
+        raise SystemExit(f"[bench_step] --plain-shape {shape!r} lacks {missing}")
+    spec.update(model=model, intra=intra, inter=inter)
+    print(
+        f"[bench_step] plain PyTorch + transformers only: {json.dumps(spec)}; {load_snapshot()}", flush=True
+    )
+    plain = run_json_subprocess(["--_plain", json.dumps(spec)])
+    for phase in ("gen", "old_log_prob", "update_actor"):
+        cpu = plain["cpu"].get(phase)
+        print(
+            f"{phase:<13} {plain[phase]:7.1f} s (CPU {cpu:.1f} s)  roofline before it "
+            f"{plain['roofline'][phase]:.1f} GFLOP/s"
+        )
+    print(f"roofline at the end {plain['roofline']['end']:.1f} GFLOP/s; {load_snapshot()}")
     return 0
 
 

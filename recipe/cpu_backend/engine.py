@@ -65,8 +65,6 @@ def _fp32(engine: Any) -> bool:
 class _UnwrappedSingleRank:
     """Mixin over verl's FSDP engine: no FSDP wrapper when the job has a single rank."""
 
-    unwrapped: bool = False
-
     def _build_fsdp_module(self, module: torch.nn.Module) -> torch.nn.Module:
         if not (enabled(UNWRAPPED) and torch.distributed.get_world_size() == 1):
             return super()._build_fsdp_module(module)  # type: ignore[misc]
@@ -77,7 +75,6 @@ class _UnwrappedSingleRank:
                 f"{UNWRAPPED}=true trains the unwrapped fp32 module, but the actor's model_dtype / "
                 "mixed_precision.param_dtype is not fp32; use fp32 or set it to false"
             )
-        self.unwrapped = True
         self._autocast_dtype = torch.float32  # what FSDP's setup records for fp32: no autocast
         self.scaler = None
         return module

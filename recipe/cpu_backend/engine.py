@@ -20,8 +20,13 @@ every Ray worker as environment variables by :func:`recipe.cpu_backend.activate`
   gradient; nothing reads them. The log-probs come from ``logprob.token_log_probs`` (one-pass
   backward) unless the token entropy is asked for.
 
+Whatever the settings, a checkpoint's ``huggingface/config.json`` names plain ``sdpa`` rather than
+the CPU-only ``sdpa_gqa`` attention (:func:`make_config_portable`), so that verl's model merger,
+scripts/evaluate.py and vLLM load what a CPU run saved.
+
 tests/recipe/cpu_backend/test_engine.py runs a COPO step through verl's FSDP2 engine and through
-these, and compares losses, gradients and updated weights.
+these, and compares losses, gradients and updated weights; tests/e2e/test_cpu_trainer.py merges a
+one-rank checkpoint with verl's merger.
 
 The classes are registered for the ``cpu`` device (:func:`register`) when verl's FSDP engine module
 is first imported, so processes that never build an engine never import it.
@@ -31,12 +36,15 @@ from __future__ import annotations
 
 import importlib.abc
 import importlib.util
+import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 import torch
 
+from .attention import ATTN_IMPLEMENTATION
 from .logprob import token_log_probs
 
 # config key -> environment variable every process of the job gets ("1" / "0")
@@ -78,6 +86,35 @@ class _UnwrappedSingleRank:
         self._autocast_dtype = torch.float32  # what FSDP's setup records for fp32: no autocast
         self.scaler = None
         return module
+
+
+def make_config_portable(config_json: Path) -> bool:
+    """Name plain ``sdpa`` instead of ``sdpa_gqa`` in a saved HF ``config.json``; True if it changed.
+
+    ``sdpa_gqa`` computes SDPA's attention (recipe/cpu_backend/attention.py) but is registered only
+    in this project's CPU processes: verl's model merger, vLLM or a plain ``from_pretrained`` refuse
+    a config that names it.
+    """
+    config = json.loads(config_json.read_text())
+    if config.get("attn_implementation") != ATTN_IMPLEMENTATION:
+        return False
+    config["attn_implementation"] = "sdpa"
+    tmp = config_json.with_name(config_json.name + ".tmp")
+    tmp.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, config_json)
+    return True
+
+
+class _PortableCheckpoint:
+    """Mixin over verl's FSDP engine: checkpoints load outside this project's CPU processes."""
+
+    def save_checkpoint(self, local_path: str, *args: Any, **kwargs: Any) -> None:
+        super().save_checkpoint(local_path, *args, **kwargs)  # type: ignore[misc]
+        # rank 0 wrote huggingface/config.json (with the full weights, when saved); the driver
+        # records the step as checkpointed only after every rank has returned from here
+        config_json = Path(local_path) / "huggingface" / "config.json"
+        if torch.distributed.get_rank() == 0 and config_json.is_file():
+            make_config_portable(config_json)
 
 
 def response_positions(micro_batch: Any) -> torch.Tensor:
@@ -184,8 +221,11 @@ def register() -> None:
     from verl.workers.engine.fsdp.transformer_impl import FSDPEngineWithLMHead, FSDPEngineWithValueHead
 
     for model_type, bases in (
-        ("language_model", (_ResponseLogitsOnly, _UnwrappedSingleRank, FSDPEngineWithLMHead)),
-        ("value_model", (_UnwrappedSingleRank, FSDPEngineWithValueHead)),
+        (
+            "language_model",
+            (_ResponseLogitsOnly, _UnwrappedSingleRank, _PortableCheckpoint, FSDPEngineWithLMHead),
+        ),
+        ("value_model", (_UnwrappedSingleRank, _PortableCheckpoint, FSDPEngineWithValueHead)),
     ):
         verl_engine = bases[-1]
         engine = type(

@@ -119,6 +119,35 @@ def test_copo_two_steps_on_cpu(smoke) -> None:
 
 
 @pytest.mark.timeout(RUN_TIMEOUT_S + 60)
+def test_one_rank_checkpoint_merges_with_verl_model_merger(smoke, workspace: Path, tmp_path: Path) -> None:
+    """One trainer rank trains unwrapped (cpu_backend.unwrapped_single_rank); its checkpoint must
+    still be the layout verl's model merger (and scripts/evaluate.py) reads."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from recipe.evaluation.checkpoints import discover_models, resolve_hf_path
+
+    out, result, _ = smoke
+    _assert_ok(result)
+    actor = out / "ckpt" / "global_step_2" / "actor"
+    saved = torch.load(actor / "model_world_size_1_rank_0.pt", map_location="cpu", weights_only=False)
+    spec = discover_models([str(actor.parent)])[0]
+    merged = AutoModelForCausalLM.from_pretrained(
+        resolve_hf_path(spec, tmp_path, log=lambda m: None), dtype=torch.float32
+    ).state_dict()
+    initial = AutoModelForCausalLM.from_pretrained(workspace / "tiny", dtype=torch.float32).state_dict()
+    assert merged.keys() == initial.keys()
+    changed = 0
+    for key, value in merged.items():
+        # the merger stores bf16: compare at bf16 precision
+        torch.testing.assert_close(value, saved[key].to(torch.bfloat16).float(), rtol=0, atol=0)
+        changed += not torch.equal(value, initial[key].to(torch.bfloat16).float())
+    assert changed > len(merged) // 2, (
+        f"only {changed} of {len(merged)} tensors differ from the initial model"
+    )
+
+
+@pytest.mark.timeout(RUN_TIMEOUT_S + 60)
 def test_resume_continues_at_step_three(smoke, workspace: Path) -> None:
     out, first, first_rows = smoke
     _assert_ok(first)

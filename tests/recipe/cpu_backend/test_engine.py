@@ -188,3 +188,26 @@ def test_engine_registration_waits_for_verls_engine_module() -> None:
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip().endswith("ok ['CPUEngineWithLMHead', 'CPUEngineWithValueHead']")
+
+
+def test_checkpoint_config_names_an_attention_any_loader_knows(tmp_path) -> None:
+    from transformers import AutoConfig, AutoModelForCausalLM
+    from verl.utils.model import update_model_config
+
+    from recipe.cpu_backend.attention import ATTN_IMPLEMENTATION
+    from recipe.cpu_backend.engine import make_config_portable
+
+    model = build_tiny_qwen2(tmp_path / "tiny")
+    config = AutoConfig.from_pretrained(model)
+    # what copo_cpu.yaml's override_config does to the actor's config before verl saves it
+    update_model_config(config, {"attn_implementation": ATTN_IMPLEMENTATION})
+    config.save_pretrained(tmp_path / "saved")
+    config_json = tmp_path / "saved" / "config.json"
+    assert json.loads(config_json.read_text())["attn_implementation"] == ATTN_IMPLEMENTATION
+
+    assert make_config_portable(config_json)
+    loaded = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(tmp_path / "saved"))
+    assert loaded.config._attn_implementation == "sdpa"
+    before = config_json.read_text()
+    assert not make_config_portable(config_json)  # any other attention is left as it is
+    assert config_json.read_text() == before

@@ -7,10 +7,10 @@
 # fp32 matmul roofline beside every time (recipe/cpu_backend/roofline.py). The slow days of
 # README's measurements were other jobs on the same 2 cores (load 6-16, roofline 50-95 GFLOP/s).
 # This recreates such a day on a quiet one: N busy-looping shell processes at the command's own
-# priority compete with it for the cores. On the 2-core machine of README (2026-11-24, ~335 GFLOP/s
-# quiet), 3 neighbours brought the roofline to 81-87 GFLOP/s, 4 to 60-68 and 6 to 44; the quickstart's
-# own steps ran ~2.1x slower beside 3-4 (README: the roofline overstates contention). The job prints
-# what it got.
+# priority compete with it for the cores. On the 2-core machine of README (2026-11-25, ~205 GFLOP/s
+# quiet), 2-3 neighbours brought the roofline to 31-52 GFLOP/s and plain PyTorch's training update
+# to 4.5x its quiet time, while the quickstart took 1.45-1.65x its own (README: the roofline
+# overstates contention). The job prints what it got.
 #
 # The neighbours stop when the command ends, fails, or is stopped (SIGTERM / Ctrl-C reach the
 # command through scripts/stoppable.sh first). Exit status: the command's.

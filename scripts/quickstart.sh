@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The embedded default job: COPO with verl's real trainer on CPU, start to finish.
 #
-#   bash scripts/quickstart.sh                      # COPO, copo_cpu.yaml's workload: 3.5-5 min on 2 quiet cores, 9-11 busy
+#   bash scripts/quickstart.sh                      # COPO, copo_cpu.yaml's workload: 3-4 min on 2 quiet cores, ~6 beside 2-3 busy neighbours
 #   bash scripts/quickstart.sh --steps 20 --algo grpo actor_rollout_ref.actor.optim.lr=5e-6
 #
 # 1. sets up the CPU virtualenv (scripts/setup_env.sh; skipped when it already works),

@@ -45,7 +45,7 @@ RUN_SCRIPT = REPO_ROOT / "scripts" / "quickstart_run.py"
 # Small-and-easy and long-and-hard arithmetic, so SmolLM2 produces all-correct and all-wrong groups.
 TASKS = "basic_arithmetic@easy,chain_sum@easy,basic_arithmetic@hard,chain_sum@hard"
 # The published study's sampling, pinned here rather than read from copo_cpu.yaml (whose quickstart
-# workload has since moved to T=0.7 and 128 tokens), so the committed results reproduce.
+# workload has since moved to T=0.7 and 96 tokens), so the committed results reproduce.
 TEMPERATURE = 1.0
 RESPONSE_LENGTH = 64
 

@@ -26,6 +26,7 @@ from omegaconf import OmegaConf
 from recipe.cpu_backend.checks import CpuConfigError, check_cpu_config
 from recipe.cpu_backend.engine import RESPONSE_LOGITS, UNWRAPPED
 from tests.paths import REPO as REPO_ROOT
+from tests.recipe.cpu_backend.cpu_config import cpu_config
 from tests.recipe.cpu_backend.engine_probe import MICRO_BATCH, PROMPT_LENS, RESPONSE_LENS
 from tests.tiny_model import build_tiny_qwen2
 
@@ -114,20 +115,8 @@ def test_the_comparison_can_fail(steps: dict[str, dict]) -> None:
     assert (negated["losses"] - ref["losses"]).abs().max() > 1e-3
 
 
-def _cpu_config(**updates: object):
-    from recipe.copo.config_check import compose
-
-    config = compose(
-        ["actor_rollout_ref.model.path=/m", "data.train_files=/t", "data.val_files=/v"],
-        config_name="copo_cpu",
-    )
-    for key, value in updates.items():
-        OmegaConf.update(config, key.replace("__", "."), value, force_add=True)
-    return config
-
-
 def test_copo_cpu_defaults_train_unwrapped_packed_and_response_only() -> None:
-    config = _cpu_config()
+    config = cpu_config()
     check_cpu_config(config)
     assert OmegaConf.select(config, UNWRAPPED) is True
     assert OmegaConf.select(config, RESPONSE_LOGITS) is True
@@ -145,8 +134,8 @@ def test_copo_cpu_defaults_train_unwrapped_packed_and_response_only() -> None:
 def test_checks_refuse_unwrapped_training_in_another_precision(key: str) -> None:
     recompute = {"algorithm__rollout_correction__bypass_mode": False}  # that check refuses bf16 too
     with pytest.raises(CpuConfigError, match=f"{UNWRAPPED}=true .* {key.replace('__', '.')}=bf16"):
-        check_cpu_config(_cpu_config(**recompute, **{key: "bf16"}))
-    check_cpu_config(_cpu_config(**recompute, **{key: "bf16", UNWRAPPED.replace(".", "__"): False}))
+        check_cpu_config(cpu_config(**recompute, **{key: "bf16"}))
+    check_cpu_config(cpu_config(**recompute, **{key: "bf16", UNWRAPPED.replace(".", "__"): False}))
 
 
 @pytest.mark.parametrize(
@@ -161,7 +150,7 @@ def test_checks_refuse_unwrapped_training_in_another_precision(key: str) -> None
 )
 def test_checks_refuse_unknown_or_non_boolean_cpu_backend_keys(updates: dict, message: str) -> None:
     with pytest.raises(CpuConfigError, match=message):
-        check_cpu_config(_cpu_config(**updates))
+        check_cpu_config(cpu_config(**updates))
 
 
 def test_engine_registration_waits_for_verls_engine_module() -> None:

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from omegaconf import OmegaConf
 
 from copo_core import copo_policy_loss
 from recipe.cpu_backend.checks import CpuConfigError, check_cpu_config
 from recipe.cpu_backend.sampling import SamplingParams, sample_batch
+from tests.recipe.cpu_backend.cpu_config import cpu_config
 from tests.tiny_model import build_tiny_qwen2
 
 EOS = 258
@@ -132,22 +132,10 @@ def test_no_kl_loss_equals_zero_coefficient_kl_loss() -> None:
         torch.testing.assert_close(a, b, rtol=0, atol=0)
 
 
-def _cpu_config(**updates: object):
-    from recipe.copo.config_check import compose
-
-    config = compose(
-        ["actor_rollout_ref.model.path=/m", "data.train_files=/t", "data.val_files=/v"],
-        config_name="copo_cpu",
-    )
-    for key, value in updates.items():
-        OmegaConf.update(config, key.replace("__", "."), value, force_add=True)
-    return config
-
-
 def test_copo_cpu_defaults_reuse_log_probs_and_skip_the_reference_pass() -> None:
     from verl.trainer.ppo.utils import need_reference_policy
 
-    config = _cpu_config()
+    config = cpu_config()
     check_cpu_config(config)
     assert config.algorithm.rollout_correction.bypass_mode is True
     assert config.actor_rollout_ref.rollout.calculate_log_probs is True
@@ -170,12 +158,12 @@ def test_copo_cpu_defaults_reuse_log_probs_and_skip_the_reference_pass() -> None
 )
 def test_checks_refuse_shortcuts_that_would_change_the_loss_or_waste_a_pass(updates, message: str) -> None:
     with pytest.raises(CpuConfigError, match=message):
-        check_cpu_config(_cpu_config(**updates))
+        check_cpu_config(cpu_config(**updates))
 
 
 def test_checks_accept_recomputation_and_a_real_kl_term() -> None:
     check_cpu_config(
-        _cpu_config(
+        cpu_config(
             algorithm__rollout_correction__bypass_mode=False,
             actor_rollout_ref__rollout__dtype="bfloat16",
             actor_rollout_ref__actor__use_kl_loss=True,

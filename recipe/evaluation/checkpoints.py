@@ -13,6 +13,7 @@ once: an existing merge is reused.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -99,6 +100,21 @@ def discover_models(paths: list[str]) -> list[ModelSpec]:
     return specs
 
 
+def _refuse_cpu_only_attention(config_json: Path, spec: ModelSpec) -> None:
+    """CPU runs saved before 2026-11-25 named the CPU-only ``sdpa_gqa`` attention in their config,
+    which verl's merger, transformers and vLLM refuse with a message that does not say what to do."""
+    from recipe.cpu_backend.attention import ATTN_IMPLEMENTATION
+
+    if not config_json.is_file():
+        return
+    if json.loads(config_json.read_text()).get("attn_implementation") == ATTN_IMPLEMENTATION:
+        raise ValueError(
+            f"--model {spec.source}: {config_json} names attn_implementation={ATTN_IMPLEMENTATION!r}, the "
+            f"CPU backend's own attention, which only a CPU training run can load. It computes SDPA's "
+            f'attention: set "attn_implementation": "sdpa" in that file and evaluate again.'
+        )
+
+
 def merged_dir(spec: ModelSpec, out_dir: Path) -> Path:
     """Where the merged HF model of a verl checkpoint lives."""
     return out_dir / "merged" / spec.name
@@ -111,8 +127,11 @@ def resolve_hf_path(spec: ModelSpec, out_dir: Path, log=print) -> str:
     into a temporary folder renamed into place, so an interrupted merge is redone, never reused.
     """
     if spec.actor_dir is None:
+        if Path(spec.source).is_dir():
+            _refuse_cpu_only_attention(Path(spec.source) / "config.json", spec)
         return spec.source
     hf_dir = spec.actor_dir / "huggingface"
+    _refuse_cpu_only_attention(hf_dir / "config.json", spec)
     if _has_weights(hf_dir):
         return str(hf_dir)
     target = merged_dir(spec, out_dir)

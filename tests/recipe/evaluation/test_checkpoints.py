@@ -159,7 +159,7 @@ def test_failed_merge_reports_and_leaves_nothing(verl_run: Path, tmp_path: Path,
     assert [p for p in tmp_path.rglob("*") if p.is_file()] == []  # nothing a rerun could trust
 
 
-def test_cpu_only_attention_is_refused_with_the_edit_that_makes_it_load(verl_run: Path, tmp_path: Path) -> None:
+def test_cpu_only_attention_is_refused_with_the_fix(verl_run: Path, tmp_path: Path) -> None:
     run = tmp_path / "old_cpu_run"
     shutil.copytree(verl_run / "global_step_2", run / "global_step_2")
     config_json = run / "global_step_2" / "actor" / "huggingface" / "config.json"
@@ -169,5 +169,6 @@ def test_cpu_only_attention_is_refused_with_the_edit_that_makes_it_load(verl_run
     with pytest.raises(ValueError, match=f'{config_json}.*sdpa_gqa.*"attn_implementation": "sdpa"'):
         resolve_hf_path(spec, tmp_path / "out", log=lambda m: None)
 
-    config_json.write_text(json.dumps({**config, "attn_implementation": "sdpa"}))  # the edit the error asks for
+    # the edit the error asks for
+    config_json.write_text(json.dumps({**config, "attn_implementation": "sdpa"}))
     assert Path(resolve_hf_path(spec, tmp_path / "out", log=lambda m: None)).is_dir()

@@ -58,7 +58,8 @@ def sdpa_gqa_attention_forward(
     bounds = packed_bounds(kwargs.get("position_ids"), attention_mask)
     if bounds is not None:
         return _packed_attention(query, key, value, attention_mask, bounds, dropout, scaling, causal)
-    return _sdpa(query, key, value, attention_mask, dropout, scaling, causal).transpose(1, 2).contiguous(), None
+    out = _sdpa(query, key, value, attention_mask, dropout, scaling, causal)
+    return out.transpose(1, 2).contiguous(), None
 
 
 def _sdpa(

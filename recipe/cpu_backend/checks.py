@@ -28,7 +28,8 @@ def _get(config: DictConfig, key: str, default: Any = None) -> Any:
     return OmegaConf.select(config, key, default=default)
 
 
-def _dtype(name: Any) -> str:
+def dtype_name(name: Any) -> str:
+    """The short name of a dtype as configs spell it: ``float32`` -> ``fp32``, ``bfloat16`` -> ``bf16``."""
     return _DTYPE_NAMES.get(str(name).lower(), str(name).lower())
 
 
@@ -48,18 +49,18 @@ def check_rollout_log_prob_reuse(config: DictConfig) -> None:
             "actor_rollout_ref.rollout.calculate_log_probs=true (copo_cpu.yaml's default), or "
             "bypass_mode=false to recompute them with the actor."
         )
-    rollout = _dtype(_get(config, "actor_rollout_ref.rollout.dtype", "bfloat16"))
+    rollout = dtype_name(_get(config, "actor_rollout_ref.rollout.dtype", "bfloat16"))
     actor_keys = (
         "actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype",
         "actor_rollout_ref.actor.fsdp_config.model_dtype",
     )
     for key in actor_keys:
         value = _get(config, key)
-        if value is not None and _dtype(value) != rollout:
+        if value is not None and dtype_name(value) != rollout:
             raise CpuConfigError(
                 f"algorithm.rollout_correction.bypass_mode=true reuses the rollout's log-probs as the PPO "
                 f"anchor, but the rollout computes in actor_rollout_ref.rollout.dtype={rollout} and the actor "
-                f"in {key}={_dtype(value)}: the ratio would start off 1 by the precision gap. Use one dtype "
+                f"in {key}={dtype_name(value)}: the ratio would start off 1 by the precision gap. Use one dtype "
                 "for both (copo_cpu.yaml: float32), or set bypass_mode=false."
             )
 
@@ -106,7 +107,7 @@ def check_cpu_backend_section(config: DictConfig) -> None:
             f"actor_rollout_ref.{role}.fsdp_config.mixed_precision.param_dtype",
         ):
             value = _get(config, key)
-            if value is not None and _dtype(value) != "fp32":
+            if value is not None and dtype_name(value) != "fp32":
                 raise CpuConfigError(
                     f"{UNWRAPPED}=true trains the unwrapped model in the dtype it holds, but "
                     f"{key}={value}: set it to fp32 (copo_cpu.yaml's default), or set {UNWRAPPED}=false "

@@ -45,6 +45,7 @@ from typing import Any
 import torch
 
 from .attention import ATTN_IMPLEMENTATION
+from .checks import dtype_name
 from .logprob import token_log_probs
 
 # config key -> environment variable every process of the job gets ("1" / "0")
@@ -66,8 +67,8 @@ def enabled(key: str) -> bool:
 
 def _fp32(engine: Any) -> bool:
     mixed = engine.engine_config.mixed_precision or {}
-    names = {str(mixed.get("param_dtype", "bf16")), str(engine.engine_config.model_dtype)}
-    return names <= {"fp32", "float32"}
+    names = {mixed.get("param_dtype", "bf16"), engine.engine_config.model_dtype}
+    return {dtype_name(name) for name in names} == {"fp32"}
 
 
 class _UnwrappedSingleRank:

@@ -19,6 +19,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from copo_core.config import ConfigError, CopoConfig, GcpoConfig
+from recipe.copo.throughput import check_throughput, resolve_attention
 
 CONFIG_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "config")
 
@@ -51,7 +52,8 @@ def validate_copo_config(config: DictConfig) -> None:
     """Check the COPO/GCPO parts of a composed config; raise ``ConfigError`` naming the key.
 
     Checks: estimator/loss pairing, ``rollout.n >= 2`` for group methods, ``algorithm.copo`` and
-    ``algorithm.gcpo`` keys and values, the v1 trainer, and options COPO's loss does not support.
+    ``algorithm.gcpo`` keys and values, the v1 trainer, options COPO's loss does not support, and the
+    throughput settings (``recipe.copo.throughput.check_throughput``).
     """
     estimator = str(config.algorithm.adv_estimator)
     loss_mode = str(config.actor_rollout_ref.actor.policy_loss.get("loss_mode", "vanilla"))
@@ -107,6 +109,7 @@ def validate_copo_config(config: DictConfig) -> None:
         if config.get("distillation") is not None and config.distillation.get("enabled", False):
             raise ConfigError("distillation.enabled=true is not supported with COPO's loss")
 
+    check_throughput(config)
     jsonl = config.trainer.get("metrics_jsonl")
     if jsonl is not None and not isinstance(jsonl, str):
         raise ConfigError(f"trainer.metrics_jsonl must be a path, empty or null; got {jsonl!r}")
@@ -188,9 +191,11 @@ def compose_and_validate(overrides: Sequence[str] = (), config_name: str = "copo
     """Compose the recipe config with ``overrides``, build verl's dataclasses and validate.
 
     Raises Hydra's error for an unknown key on the command line, verl's error for a bad verl key
-    or value, and ``ConfigError`` for a COPO/GCPO problem. Returns the composed config.
+    or value, and ``ConfigError`` for a COPO/GCPO problem. Returns the composed config, with
+    ``auto`` attention resolved for this machine as ``main_copo`` resolves it.
     """
     config = compose(overrides, config_name=config_name)
+    resolve_attention(config)
     validate_copo_config(config)
     convert_verl_sections(config)
     from verl.trainer.ppo.utils import need_critic, need_reference_policy

@@ -22,6 +22,7 @@ import ray
 from omegaconf import DictConfig, OmegaConf
 
 from recipe.copo.config_check import validate_copo_config, with_verl_searchpath
+from recipe.copo.throughput import resolve_attention
 from recipe.tracking.wandb_ready import check_wandb_ready
 from recipe.verl_pin import check_verl_version
 
@@ -110,6 +111,7 @@ def run_copo(config: DictConfig) -> None:
     from verl.utils.device import auto_set_device
 
     auto_set_device(config)
+    print(f"[copo] {resolve_attention(config)}", file=sys.stderr, flush=True)
     validate_copo_config(config)
     validate_config(
         config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config)

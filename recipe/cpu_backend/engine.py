@@ -17,8 +17,8 @@ every Ray worker as environment variables by :func:`recipe.cpu_backend.activate`
   at every position, prompt included, and the loss then keeps the response's
   (``no_padding_2_padding``); for SmolLM2-135M the LM head is a fifth of the model's FLOPs per token
   and its 49k-wide logits the largest tensors of a step. Other positions get log-prob 0 and no
-  gradient; nothing reads them. The log-probs come from ``logprob.token_log_probs`` (one-pass
-  backward) unless the token entropy is asked for.
+  gradient; nothing reads them. The log-probs come from ``logprob.token_log_probs`` (vectorised,
+  one-pass backward), with the token entropy too when it is asked for.
 
 Whatever the settings, a checkpoint's ``huggingface/config.json`` names plain ``sdpa`` rather than
 the CPU-only ``sdpa_gqa`` attention (:func:`make_config_portable`), so that verl's model merger,
@@ -188,10 +188,12 @@ class _ResponseLogitsOnly:
             full = values.new_zeros(labels.shape[0]).index_put((kept,), values)
             return torch.nested.nested_tensor_from_jagged(full, offsets)
 
+        log_probs = token_log_probs(logits, labels[kept], temperature)
         if not tu.get_non_tensor_data(data=micro_batch, key="calculate_entropy", default=False):
-            return {"log_probs": packed(token_log_probs(logits, labels[kept], temperature))}
-        # with the token entropy: verl's own steps (scaled logits, entropy, log-probs) on the kept rows
-        from verl.utils.torch_functional import logprobs_from_logits
+            return {"log_probs": packed(log_probs)}
+        # the token entropy: verl's own steps (scaled logits, then entropy) on the kept rows. The
+        # log-probs stay token_log_probs': verl's logprobs_from_logits would loop over the rows in
+        # Python without flash-attn (logprobs_from_logits_v2).
         from verl.workers.engine.fsdp.transformer_impl import _scale_logits_by_temperature
 
         logits = _scale_logits_by_temperature(
@@ -206,7 +208,6 @@ class _ResponseLogitsOnly:
             entropy = self.compute_entropy_from_logits(logits, chunk_size=chunk)
         else:
             entropy = self.compute_entropy_from_logits(logits)
-        log_probs = logprobs_from_logits(logits=logits, labels=labels[kept], inplace_backward=False)
         return {"entropy": packed(entropy), "log_probs": packed(log_probs)}
 
 

@@ -1,12 +1,14 @@
-"""Per-token log-probs of sampled tokens from raw logits, with a one-pass backward.
+"""Per-token log-probs of sampled tokens from raw logits, vectorised, with a one-pass backward.
 
-verl's CPU fallback (``logprobs_from_logits_v2`` after dividing the logits by the temperature)
-builds the gradient of a (tokens, vocab) logits block from four autograd nodes: the division, a
-row-by-row ``logsumexp`` whose row gradients are stacked back together, and a ``gather`` whose
-backward zero-fills a full-size tensor and scatters into it. Each allocates and writes a
-(tokens, vocab) tensor; with SmolLM2's 49k vocabulary that is 200 MB per 1,000 tokens and, for
-128-token responses, ~7% of an update. :class:`TokenLogProb` computes the same function with one
-allocation in the backward: ``d/dx log softmax(x / T)[y] = (onehot(y) - softmax(x / T)) / T``.
+Device-agnostic: plain tensor ops on whatever device the logits are. verl's fallback without
+flash-attn's Triton cross-entropy (``logprobs_from_logits_v2``, after dividing the logits by the
+temperature) loops over the rows in Python, one log-softmax forward and one backward per token,
+and builds the gradient of the (tokens, vocab) logits from four autograd nodes (the division,
+the row-by-row ``logsumexp`` stacked back together, and a ``gather`` whose backward zero-fills a
+full-size tensor), each writing a (tokens, vocab) tensor: with SmolLM2's 49k vocabulary 200 MB per
+1,000 tokens and, for 128-token responses, ~7% of a CPU update. :class:`TokenLogProb` computes the
+same function in a few vectorised ops with one allocation in the backward:
+``d/dx log softmax(x / T)[y] = (onehot(y) - softmax(x / T)) / T``.
 """
 
 from __future__ import annotations

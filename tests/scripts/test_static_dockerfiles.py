@@ -196,7 +196,10 @@ def test_gpu_image_builds_no_flash_attn_and_configs_do_not_need_it() -> None:
     assert "flash-attn" not in runs and "flash_attn" not in runs and "max_jobs" not in runs
     from omegaconf import OmegaConf
 
+    from recipe.copo.throughput import resolve_attention
+
     base = OmegaConf.load(ROOT / "recipe" / "copo" / "config" / "paper_base.yaml")
+    resolve_attention(base, flash_attn=False)  # what main_copo decides in the image
     model = base.actor_rollout_ref.model
     assert model.override_config.attn_implementation == "sdpa" and model.use_remove_padding is False
 

@@ -6,6 +6,12 @@ end of an allocation, ``docker stop``), SIGINT (Ctrl-C) or SIGHUP (a closed term
 started in a process group of its own, so that a signal meant for the launcher's terminal does not
 reach it twice; the launcher then owns the group: :func:`stop_signals_forwarded` turns a stop request
 into :func:`stop_group` on every group it started, and the launcher exits with ``128 + signum``.
+
+:func:`stop_group` asks, then tells, then kills: the chosen signal (SIGTERM by default; SIGINT lets
+verl and Ray shut down cleanly), SIGTERM after a grace period when the first signal was a gentler one,
+and SIGKILL for whatever is left. It returns only once the whole group is gone, not only its leader.
+This module is the project's one process stopper (Python launchers); ``scripts/stoppable.sh`` is the
+shell launchers'.
 """
 
 from __future__ import annotations
@@ -22,6 +28,10 @@ from typing import Any
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 # How long a stopped group gets to exit cleanly (the trainer closes Ray and its loggers) before SIGKILL.
 DEFAULT_GRACE_S = 30.0
+# After a gentler first signal (SIGINT, SIGHUP): how long SIGTERM gets before SIGKILL.
+TERM_GRACE_S = 10.0
+# After SIGKILL: how long the leader, then the rest of the group, get to disappear (each).
+KILL_WAIT_S = 10.0
 
 
 class Stopped(Exception):
@@ -78,46 +88,69 @@ def _group_alive(pgid: int) -> bool:
     return bool(group_members(pgid))
 
 
-def stop_group(proc: subprocess.Popen, grace_s: float = DEFAULT_GRACE_S, signum: int = signal.SIGTERM) -> None:
-    """Send ``signum`` to ``proc``'s whole process group; SIGKILL what is left after ``grace_s``.
+def stop_timeout(grace_s: float = DEFAULT_GRACE_S, signum: int = signal.SIGTERM) -> float:
+    """The longest :func:`stop_group` can take with these arguments (for a launcher above this one)."""
+    return grace_s + (TERM_GRACE_S if signum != signal.SIGTERM else 0.0) + 2 * KILL_WAIT_S
 
-    Waits until the group is empty (not only the leader): a trainer's workers can outlive it.
-    """
-    pgid = proc.pid  # start_group made it the group leader
-    if not _signal_group(pgid, signum):
-        proc.poll()
-        return
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
+
+def _wait_group_gone(proc: subprocess.Popen, pgid: int, timeout_s: float) -> bool:
+    """Wait up to ``timeout_s`` for group ``pgid`` to be empty, reaping its leader; True when it is."""
+    deadline = time.monotonic() + timeout_s
+    while True:
         proc.poll()  # reap the leader so it does not linger as a zombie
         if not _group_alive(pgid):
-            return
+            return True
+        if time.monotonic() >= deadline:
+            return False
         time.sleep(0.2)
+
+
+def stop_group(
+    proc: subprocess.Popen, grace_s: float = DEFAULT_GRACE_S, signum: int = signal.SIGTERM
+) -> None:
+    """Stop ``proc``'s whole process group: ``signum``, then SIGTERM, then SIGKILL.
+
+    ``signum`` goes to the group first and gets ``grace_s``. When it was not SIGTERM (e.g. SIGINT,
+    which verl and Ray answer with a clean shut-down), SIGTERM follows and gets ``TERM_GRACE_S``.
+    Whatever is left then gets SIGKILL. Waits until the group is empty (not only the leader): a
+    trainer's workers can outlive it. At most :func:`stop_timeout` seconds.
+    """
+    pgid = proc.pid  # start_group made it the group leader
+    ladder = [(signum, grace_s)]
+    if signum != signal.SIGTERM:
+        ladder.append((signal.SIGTERM, TERM_GRACE_S))
+    for sig, wait_s in ladder:
+        if not _signal_group(pgid, sig):
+            proc.poll()
+            return
+        if _wait_group_gone(proc, pgid, wait_s):
+            return
     _signal_group(pgid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=10)
-    deadline = time.monotonic() + 10
-    while _group_alive(pgid) and time.monotonic() < deadline:
-        time.sleep(0.1)
+        proc.wait(timeout=KILL_WAIT_S)
+    _wait_group_gone(proc, pgid, KILL_WAIT_S)
 
 
 @contextlib.contextmanager
 def stop_signals_forwarded(
-    procs: list[subprocess.Popen], grace_s: float = DEFAULT_GRACE_S
+    procs: list[subprocess.Popen], grace_s: float = DEFAULT_GRACE_S, child_signal: int = signal.SIGTERM
 ) -> Iterator[list[subprocess.Popen]]:
     """While inside, a stop signal stops every group in ``procs`` (a live list) and raises :class:`Stopped`.
 
-    Append each child started with :func:`start_group` to ``procs``. The previous handlers come back
-    on exit. Catch :class:`Stopped` at the top of the launcher and exit with ``exc.exit_code``.
+    Each group is stopped with :func:`stop_group` (``child_signal`` first, ``grace_s``), one after the
+    other; further stop signals are ignored until that is done, so a second Ctrl-C, or a launcher's
+    shell forwarding the signal it got too, cannot interrupt the clean-up. Append each child started
+    with :func:`start_group` to ``procs``. The previous handlers come back on exit. Catch
+    :class:`Stopped` at the top of the launcher and exit with ``exc.exit_code``.
     """
     previous = {s: signal.getsignal(s) for s in STOP_SIGNALS}
 
-    def handler(signum: int, frame: Any) -> None:
+    def handler(received: int, frame: Any) -> None:
         for s in STOP_SIGNALS:  # a second signal while stopping must not interrupt the clean-up
             signal.signal(s, signal.SIG_IGN)
         for proc in procs:
-            stop_group(proc, grace_s=grace_s)
-        raise Stopped(signum)
+            stop_group(proc, grace_s=grace_s, signum=child_signal)
+        raise Stopped(received)
 
     for s in STOP_SIGNALS:
         signal.signal(s, handler)

@@ -50,15 +50,14 @@ PHASE_TARGET = 1.2
 SKIPPED_S = 0.1  # a phase this short did no model pass
 STEP_TARGET = 1.3
 UPDATE_REPEATS = 3  # plain update passes timed after a warm-up one; the median is reported
+NO_VALIDATION = ["trainer.val_before_train=false", "trainer.test_freq=-1", "trainer.save_freq=-1"]
 
 
 # -- threads -------------------------------------------------------------------------------------
 def trainer_threads() -> tuple[int, int]:
     """(intra-op, inter-op) threads of one trainer worker, as recipe/cpu_backend sets them."""
-    try:
-        from recipe.cpu_backend import worker_threads
-    except ImportError:  # older checkouts: every worker took OMP_NUM_THREADS=cpu_count
-        return int(os.environ.get("OMP_NUM_THREADS", os.cpu_count() or 1)), 0
+    from recipe.cpu_backend import worker_threads
+
     return worker_threads()
 
 
@@ -218,37 +217,18 @@ def composed_workload(overrides: list[str]) -> dict[str, Any]:
 
 
 def quickstart_overrides(model: str, data: str, out: str, steps: int, extra: list[str]) -> list[str]:
-    """The quickstart's own overrides (scripts/quickstart_run.py), minus validation and checkpoints."""
-    import importlib.util
+    """The quickstart's own overrides (recipe.quickstart.run), minus validation and checkpoints."""
+    from recipe.quickstart import run as quickstart
 
-    spec = importlib.util.spec_from_file_location("quickstart_run", REPO_ROOT / "scripts/quickstart_run.py")
-    quickstart_run = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(quickstart_run)
-    parser = quickstart_run.build_parser()
-    args, _ = parser.parse_known_args(["--model", model, "--data", data, "--out", out, "--steps", str(steps)])
-    no_val = ["trainer.val_before_train=false", "trainer.test_freq=-1", "trainer.save_freq=-1"]
-    return quickstart_run.build_overrides(args, [*no_val, *extra])
+    args, _ = quickstart.parse_args(["--model", model, "--data", data, "--out", out, "--steps", str(steps)])
+    return quickstart.build_overrides(args, [*NO_VALIDATION, *extra])
 
 
 def run_project(model: str, data: str, out: Path, steps: int, extra: list[str]) -> Path:
-    cmd = [
-        sys.executable,
-        str(REPO_ROOT / "scripts/quickstart_run.py"),
-        "--model",
-        model,
-        "--data",
-        data,
-        "--out",
-        str(out),
-        "--steps",
-        str(steps),
-        "--label",
-        "bench_step",
-        "trainer.val_before_train=false",
-        "trainer.test_freq=-1",
-        "trainer.save_freq=-1",
-        *extra,
-    ]
+    from recipe.quickstart import run as quickstart
+
+    cmd = [sys.executable, "-m", quickstart.MODULE, "--model", model, "--data", data, "--out", str(out)]
+    cmd += ["--steps", str(steps), "--label", "bench_step", *NO_VALIDATION, *extra]
     print(f"[bench_step] running {steps} quickstart-config steps (log: {out / 'train.log'})", flush=True)
     proc = subprocess.Popen(cmd, cwd=REPO_ROOT)
     cpu_at_step = watch_cpu_seconds(proc, out / "metrics.jsonl")
@@ -569,7 +549,7 @@ def project_cpu_per_step(path: Path) -> float | None:
 
 
 def summary_roofline(metrics: Path) -> float:
-    """The roofline a quickstart_run.py run measured before and after training (its summary.json)."""
+    """The roofline a quickstart run measured before and after training (its summary.json)."""
     summary = metrics.parent / "summary.json"
     values = json.loads(summary.read_text()).get("roofline_gflops") if summary.is_file() else None
     if not values:
@@ -581,18 +561,15 @@ def summary_roofline(metrics: Path) -> float:
 
 
 def prepared_model() -> str:
-    out = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "scripts/prepare_smollm2.py")],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return out.stdout.strip().splitlines()[-1]
+    from recipe.models.smollm2 import prepare
+
+    return str(prepare())
 
 
 def prepared_data(train: int = 256, val: int = 32, seed: int = 0) -> str:
-    cache = Path(os.environ.get("COPO_CACHE") or Path.home() / ".cache" / "copo-verl")
-    data = cache / "data" / f"bench-arith-n{train}-v{val}-s{seed}"
+    from recipe.cache import cache_root
+
+    data = cache_root() / "data" / f"bench-arith-n{train}-v{val}-s{seed}"
     if not (data / "train.parquet").is_file():
         subprocess.run(
             [

@@ -15,10 +15,9 @@ Usage::
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
+
+from recipe.files import atomic_dir
 
 # One ChatML template and one byte alphabet for every tokenizer the project builds.
 from recipe.study.testbed.model import ModelShape, build_model
@@ -101,17 +100,8 @@ def build_tiny_qwen2(
     )
     model = build_model(tokenizer, shape, seed)  # the caller's RNG state is left alone
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    tmp.chmod(0o755)  # mkdtemp makes it private; the final folder should not be
-    try:
+    with atomic_dir(out) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         (tmp / _MARKER).write_text(json.dumps(spec))
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
     return out

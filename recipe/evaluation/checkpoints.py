@@ -16,14 +16,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from recipe.evaluation import children
+from recipe.files import atomic_dir
 
 _STEP_RE = re.compile(r"^global_step_(\d+)$")
 _WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin")
@@ -143,22 +142,20 @@ def resolve_hf_path(spec: ModelSpec, out_dir: Path, log=print) -> str:
             f"--model {spec.source}: {spec.actor_dir} has fsdp_config.json but no model_world_size_*_rank_0.pt "
             f"shards and no weights in huggingface/; was the checkpoint saved with save_contents including 'model'?"
         )
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
-    cmd = [
-        sys.executable,
-        "-m",
-        "verl.model_merger",
-        "merge",
-        "--backend",
-        backend,
-        "--local_dir",
-        str(spec.actor_dir),
-        "--target_dir",
-        str(tmp),
-    ]
-    log(f"[merge] {spec.name}: {' '.join(cmd[1:])}")
-    try:
+    with atomic_dir(target) as tmp:
+        cmd = [
+            sys.executable,
+            "-m",
+            "verl.model_merger",
+            "merge",
+            "--backend",
+            backend,
+            "--local_dir",
+            str(spec.actor_dir),
+            "--target_dir",
+            str(tmp),
+        ]
+        log(f"[merge] {spec.name}: {' '.join(cmd[1:])}")
         # A process group of its own, listed in children.CHILDREN: a stop request stops it too.
         merger = children.start(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
@@ -170,10 +167,4 @@ def resolve_hf_path(spec: ModelSpec, out_dir: Path, log=print) -> str:
                 f"verl's model merger failed for {spec.actor_dir} (exit {merger.returncode}); run it by hand "
                 f"to see why: python {' '.join(cmd[1:-2])} --target_dir <dir>\n{stderr[-2000:]}"
             )
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(tmp, target)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
     return str(target)

@@ -123,8 +123,8 @@ def plot_study(steps_csv: str | Path, out_dir: str | Path, setup_matplotlib: Cal
 def ci_band(
     by_seed: dict[str, dict[int, tuple[float, float]]],
 ) -> tuple[list[int], list[float], list[float], list[float]]:
-    """Steps every seed logged, and the mean over seeds with its 95% bootstrap CI (recipe.study.stats)."""
-    from recipe.study.stats import bootstrap_ci
+    """Steps every seed logged, and the mean over seeds with its 95% bootstrap CI (recipe.stats)."""
+    from recipe.stats import bootstrap_ci
 
     steps = sorted(set.intersection(*(set(points) for points in by_seed.values())))
     mean, low, high = [], [], []

@@ -10,9 +10,9 @@ CSVs and a markdown summary (committed under ``docs/study_cpu/testbed/``):
 * ``signal.csv``: the signal budget (``signal/*``) and wall times per method;
 * ``summary.md``: the tables of docs/STUDY_CPU.md and a plain statement of what is significant.
 
-Statistics: ``recipe.study.stats``. The threshold of "steps to threshold" is the run's own step-0
+Statistics: ``recipe.stats``. The threshold of "steps to threshold" is the run's own step-0
 accuracy plus ``threshold_gain``; a run that never reaches it is censored at the budget plus one
-validation interval (see ``recipe.study.stats``).
+validation interval (see ``recipe.stats``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from recipe.study import stats
+from recipe import stats
 from recipe.study.methods import BASELINE
 from recipe.study.steps import STEP_COLUMNS, step_rows, write_csv
 from recipe.study.testbed.runs import run_name

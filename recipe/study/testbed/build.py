@@ -15,10 +15,7 @@ import dataclasses
 import fcntl
 import hashlib
 import json
-import os
-import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from data_prep.schema import BOXED_INSTRUCTION
+from recipe.cache import cache_root as copo_cache_root
+from recipe.files import atomic_dir
 from recipe.study.testbed.model import ModelShape, build_model
 from recipe.study.testbed.sft import SFTSpec, train_sft
 from recipe.study.testbed.task import OPS, Problem, TaskSpec, make_splits, write_data
@@ -82,7 +81,7 @@ class Testbed:
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get("COPO_CACHE") or Path.home() / ".cache" / "copo-verl") / "testbed"
+    return copo_cache_root() / "testbed"
 
 
 def tokenizer_corpus() -> list[str]:
@@ -164,18 +163,9 @@ def ensure_testbed(
     with _locked(root / f".{key}.lock"):
         if (final / MANIFEST).is_file() and not rebuild:
             return Testbed(final, key)
-        root.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{key}.tmp-", dir=root))
-        try:
-            _log(f"building testbed {key} in {final}")
+        _log(f"building testbed {key} in {final}")
+        with atomic_dir(final) as tmp:
             manifest = _build_into(spec, tmp)
             (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
-            tmp.chmod(0o755)
-            if final.exists():
-                shutil.rmtree(final)
-            os.replace(tmp, final)
-            _log(f"testbed {key} built in {manifest['build_seconds']:.0f} s")
-        finally:
-            if tmp.exists():
-                shutil.rmtree(tmp, ignore_errors=True)
+        _log(f"testbed {key} built in {manifest['build_seconds']:.0f} s")
     return Testbed(final, key)

@@ -1,9 +1,8 @@
-"""Step-0 group census (recipe/study/census.py and `study_cpu.py census`), no model."""
+"""Step-0 group census (recipe/study/census.py and `study_cpu.py census`, recipe/study/smollm2.py), no model."""
 
 from __future__ import annotations
 
 import csv
-import importlib.util
 from pathlib import Path
 
 import pandas as pd
@@ -11,15 +10,8 @@ import pytest
 
 from data_prep import cli as data_prep_cli
 from recipe.evaluation.backends import Backend, Completion
+from recipe.study import smollm2 as study
 from recipe.study.census import census_markdown, census_rows, write_census_subset
-from tests.paths import REPO
-
-
-def _load_study():
-    spec = importlib.util.spec_from_file_location("study_cpu", REPO / "scripts" / "study_cpu.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _samples(dataset: str, groups: list[list[bool]]) -> list[dict]:
@@ -109,7 +101,6 @@ def test_census_command_end_to_end(tmp_path: Path) -> None:
     model = tmp_path / "model"  # the fake backend loads nothing; discovery wants an HF folder
     model.mkdir()
     (model / "config.json").write_text("{}")
-    study = _load_study()
     args = study.build_parser().parse_args(
         ["census", "--model", str(model), "--data", str(data), "--per-task", "6"]
         + ["--out", str(tmp_path / "census"), "--docs", str(tmp_path / "docs")]
@@ -130,7 +121,6 @@ def test_census_command_end_to_end(tmp_path: Path) -> None:
 
 
 def test_census_help_runs() -> None:
-    study = _load_study()
     with pytest.raises(SystemExit) as exit_info:
         study.build_parser().parse_args(["census", "--help"])
     assert exit_info.value.code == 0

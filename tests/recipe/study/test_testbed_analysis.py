@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from recipe.study import stats
+from recipe import stats
 from recipe.study.testbed import analysis
 
 VAL = "val-core/testbed/add2x2/acc/mean@1"

@@ -1,4 +1,4 @@
-"""recipe/study/stats.py against independent computations: loops, exact enumeration, hand-checked cases."""
+"""recipe/stats.py against independent computations: loops, exact enumeration, hand-checked cases."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from recipe.study import stats
+from recipe import stats
 
 
 def _percentile_loop(sorted_values: list[float], q: float) -> float:
@@ -104,3 +104,35 @@ def test_steps_to_threshold() -> None:
     assert stats.steps_to_threshold(steps, acc, 0.35) == 10.0
     assert stats.steps_to_threshold(steps, acc, 0.33) == 5.0  # reaching counts (>=)
     assert stats.steps_to_threshold(steps, acc, 0.40) is None
+
+
+def test_paired_before_after_interval_and_mcnemar_against_direct_computations() -> None:
+    """What the quickstart reports: the bootstrap CI of per-prompt differences, and McNemar's exact p."""
+    before = [0.0] * 30 + [1.0] * 10
+    after = [1.0] * 12 + [0.0] * 18 + [1.0] * 8 + [0.0] * 2  # 12 fixed, 2 broken of 40
+    diffs = [a - b for a, b in zip(after, before, strict=True)]
+    interval = stats.bootstrap_ci(diffs, resamples=20000, seed=1)
+    assert interval.mean == (12 - 2) / 40
+    # normal approximation of the same interval: the bootstrap's should be close to it
+    sd = math.sqrt(sum((d - interval.mean) ** 2 for d in diffs) / len(diffs))
+    half = 1.96 * sd / math.sqrt(len(diffs))
+    assert abs(interval.low - (interval.mean - half)) < 0.03
+    assert abs(interval.high - (interval.mean + half)) < 0.03
+    assert interval.excludes_zero
+    # exact binomial tail: P(X <= 2 | X ~ Bin(14, 1/2)) doubled
+    assert stats.mcnemar_p(12, 2) == pytest.approx(2 * (1 + 14 + 91) / 2**14)
+    assert stats.mcnemar_p(2, 12) == stats.mcnemar_p(12, 2)
+    assert stats.mcnemar_p(0, 0) == 1.0 and stats.mcnemar_p(5, 5) == 1.0
+    with pytest.raises(ValueError, match=">= 0"):
+        stats.mcnemar_p(-1, 3)
+
+
+@pytest.mark.parametrize("improved,worsened", [(25, 1), (0, 7), (3, 4), (40, 31), (1, 0), (6, 6)])
+def test_mcnemar_p_equals_the_exact_binomial_test_by_enumeration(improved: int, worsened: int) -> None:
+    """The two-sided exact binomial test as scipy.stats.binomtest defines it: the total probability of
+    every outcome no more likely than the one observed, under Binomial(k, 1/2), enumerated."""
+    k = improved + worsened
+    pmf = [math.comb(k, x) / 2**k for x in range(k + 1)]
+    observed = pmf[improved]
+    expected = sum(p for p in pmf if p <= observed * (1 + 1e-7))
+    assert stats.mcnemar_p(improved, worsened) == pytest.approx(min(1.0, expected), rel=1e-12)

@@ -1,10 +1,10 @@
-"""scripts/study_cpu.py (plan, resumability, summaries) and the study figures, without training."""
+"""recipe.study.smollm2 (the SmolLM2 study behind scripts/study_cpu.py: plan, resumability, summaries)
+and the study figures, without training."""
 
 from __future__ import annotations
 
 import argparse
 import csv
-import importlib.util
 import json
 import statistics
 import subprocess
@@ -12,19 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from recipe.quickstart import run as qs
+from recipe.study import smollm2 as study
 from recipe.tracking import plots as plot_run
 from tests.paths import REPO
-
-
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-study = _load("study_cpu")
-qs = _load("quickstart_run")
 
 
 def _run_args(tmp_path: Path, **kw) -> argparse.Namespace:
@@ -37,10 +28,9 @@ def _run_args(tmp_path: Path, **kw) -> argparse.Namespace:
 
 
 def _hydra_overrides(cmd: list[str]) -> list[str]:
-    """The main_copo overrides quickstart_run.py builds from a study command line."""
-    assert cmd[1] == str(study.RUN_SCRIPT)
-    args, extra = qs.build_parser().parse_known_args(cmd[2:])
-    assert not [e for e in extra if e.startswith("-")], extra
+    """The main_copo overrides the quickstart builds from a study command line."""
+    assert cmd[1:3] == ["-m", qs.MODULE]
+    args, extra = qs.parse_args(cmd[3:])
     return qs.build_overrides(args, extra)
 
 

@@ -1,7 +1,8 @@
-"""Statistics of a multi-seed study: per-run curve summaries and seed-bootstrap confidence intervals.
+"""The project's statistics: percentile-bootstrap intervals, paired differences, McNemar's exact test,
+and per-run curve summaries. One home for every interval and p-value the studies and the quickstart print.
 
-Every run of the study is one (method, seed) pair with a validation curve: accuracy at fixed steps,
-step 0 included. Each run is reduced to three numbers:
+Studies (``recipe/study/``): every run of a study is one (method, seed) pair with a validation curve:
+accuracy at fixed steps, step 0 included. Each run is reduced to three numbers:
 
 * final accuracy: the accuracy at the last validated step;
 * area under the curve (AUC): the trapezoid integral of accuracy over steps divided by the step span,
@@ -15,6 +16,10 @@ A method's statistic is the mean over its seeds with a percentile-bootstrap 95% 
 with replacement). A method is compared with the baseline by the paired difference, seed by seed
 (same seed = same data order, same initial model, same rollout seeds), with the bootstrap CI of the
 mean difference. "Significant" below means only that this CI excludes 0.
+
+The quickstart (``recipe/quickstart/``) compares validation before and after training over the same
+prompts: the bootstrap CI of the mean per-prompt difference, and :func:`mcnemar_p` on the prompts
+fixed and broken.
 """
 
 from __future__ import annotations
@@ -121,3 +126,19 @@ def steps_to_threshold(steps: Sequence[float], accuracy: Sequence[float], thresh
         if acc >= threshold:
             return float(step)
     return None
+
+
+def mcnemar_p(improved: int, worsened: int) -> float:
+    """Exact two-sided McNemar p-value of paired binary outcomes: the discordant pairs against Binomial(k, 1/2).
+
+    Args:
+        improved: pairs wrong before and right after.
+        worsened: pairs right before and wrong after (concordant pairs do not enter).
+    """
+    if improved < 0 or worsened < 0:
+        raise ValueError(f"mcnemar_p needs counts >= 0, got {improved} and {worsened}")
+    k = improved + worsened
+    if k == 0:
+        return 1.0
+    tail = sum(math.comb(k, i) for i in range(min(improved, worsened) + 1)) / 2**k
+    return min(1.0, 2 * tail)

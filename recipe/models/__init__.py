@@ -1,0 +1,1 @@
+"""Models the project prepares locally (nothing is downloaded at run time)."""

@@ -1,0 +1,317 @@
+"""Run COPO (or GRPO) with verl's real trainer on CPU and report progress from metrics.jsonl.
+
+Called by scripts/quickstart.sh (through scripts/quickstart_run.py) after the model and data are
+prepared; usable on its own:
+
+    python scripts/quickstart_run.py --model DIR --data DIR --out DIR [--steps N] [--algo copo|grpo] \\
+        [hydra.override=value ...]
+
+The trainer's own (very verbose) output goes to ``<out>/train.log``; this prints one line per
+training step read from ``<out>/metrics.jsonl`` (written by recipe/copo/trainer.py), then a summary
+with validation accuracy before and after training.
+
+A stop request (SIGTERM from ``kill``/``timeout``/Slurm, SIGINT from Ctrl-C, SIGHUP) stops the
+trainer's whole process group (``recipe.proc``: SIGINT so that verl and Ray shut down cleanly, then
+SIGTERM, then SIGKILL); a second signal while stopping does not interrupt that. The exit code is then
+128 + the signal number.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from recipe import proc as procs
+from recipe.cpu_backend import worker_threads
+from recipe.cpu_backend.roofline import roofline_gflops
+from recipe.quickstart.report import (
+    SCORE_KEY,
+    STEP_TIME_KEY,
+    fmt,
+    progress_line,
+    validation_comparison,
+    validation_verdict,
+)
+from recipe.tracking.jsonl import read_metrics_jsonl, val_accuracy
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+VAL_DIR = "val_generations"
+MODULE = "recipe.quickstart.run"  # python -m MODULE: this file's command line
+
+# The trainer gets SIGINT first (verl and Ray close cleanly) and this long before SIGTERM.
+STOP_GRACE_S = 20.0
+STOP_SIGNAL = signal.SIGINT
+# The longest a stop can take, for a launcher that stops this one (recipe/study/smollm2.py).
+STOP_TIMEOUT_S = procs.stop_timeout(STOP_GRACE_S, STOP_SIGNAL)
+
+# Command-line options that map onto a copo_cpu.yaml key; unset (None) means the YAML's default.
+WORKLOAD_KEYS = {
+    "batch": "data.train_batch_size",
+    "mini_batch": "actor_rollout_ref.actor.ppo_mini_batch_size",
+    "n": "actor_rollout_ref.rollout.n",
+    "prompt_length": "data.max_prompt_length",
+    "response_length": "data.max_response_length",
+    "lr": "actor_rollout_ref.actor.optim.lr",
+}
+
+
+def build_overrides(args: argparse.Namespace, extra: list[str]) -> list[str]:
+    """Hydra overrides of the default job; ``extra`` (the user's) come last and win.
+
+    The workload (group size, batch and mini-batch sizes, micro-batches, lengths, lr, the CPU
+    shortcuts) is copo_cpu.yaml's: this adds only the paths, the step count and what a step-count
+    run needs (validation before and at the end, a checkpoint at the end), seeds, and the options
+    the user gave explicitly.
+    """
+    out = Path(args.out).resolve()
+    data = Path(args.data).resolve()
+    algo = (
+        ["algorithm.adv_estimator=copo", "actor_rollout_ref.actor.policy_loss.loss_mode=copo"]
+        if args.algo == "copo"
+        else ["algorithm.adv_estimator=grpo", "actor_rollout_ref.actor.policy_loss.loss_mode=vanilla"]
+    )
+    workload = [
+        f"{key}={getattr(args, name)}"
+        for name, key in WORKLOAD_KEYS.items()
+        if getattr(args, name, None) is not None
+    ]
+    if getattr(args, "mini_batch", None) == 0:  # one optimizer update per step: the whole step batch
+        workload = [w for w in workload if not w.startswith(WORKLOAD_KEYS["mini_batch"] + "=")]
+        workload.append(WORKLOAD_KEYS["mini_batch"] + "=${data.train_batch_size}")
+    return [
+        "--config-name",
+        "copo_cpu",
+        *algo,
+        f"actor_rollout_ref.model.path={Path(args.model).resolve()}",
+        f"data.train_files={data / 'train.parquet'}",
+        f"data.val_files={data / 'val.parquet'}",
+        *workload,
+        f"trainer.total_training_steps={args.steps}",
+        "trainer.total_epochs=1000",
+        "trainer.val_before_train=true",
+        f"trainer.test_freq={args.steps}",
+        f"trainer.save_freq={args.steps}",
+        f"trainer.default_local_dir={out / 'checkpoints'}",
+        f"trainer.metrics_jsonl={out / 'metrics.jsonl'}",
+        # per-prompt validation scores (before.jsonl = 0.jsonl, after = <steps>.jsonl) for the CI
+        f"trainer.validation_data_dir={out / VAL_DIR}",
+        "trainer.project_name=copo-quickstart",
+        f"trainer.experiment_name={args.algo}",
+        f"data.seed={args.seed}",
+        f"actor_rollout_ref.rollout.seed={args.seed}",
+        *extra,
+    ]
+
+
+def trainer_command(args: argparse.Namespace, extra: list[str]) -> list[str]:
+    """The trainer's command line: ``python -m recipe.copo.main_copo`` with :func:`build_overrides`."""
+    return [sys.executable, "-m", "recipe.copo.main_copo", *build_overrides(args, extra)]
+
+
+def trainer_env() -> dict[str, str]:
+    """Environment of the trainer process: offline, and the CPU backend in place before verl starts."""
+    env = dict(os.environ)
+    env.setdefault("HF_HUB_OFFLINE", "1")
+    env.setdefault("TRANSFORMERS_OFFLINE", "1")
+    env.setdefault("WANDB_MODE", "disabled")
+    env.setdefault("TOKENIZERS_PARALLELISM", "false")
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    # The CPU backend must be in place before verl resolves its platform in the driver.
+    env["VERL_PLATFORM"] = "cpu"
+    env["VERL_USE_EXTERNAL_MODULES"] = "recipe.cpu_backend"
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    if env.get("CUDA_VISIBLE_DEVICES") == "":
+        del env["CUDA_VISIBLE_DEVICES"]
+    return env
+
+
+def machine_speed(model: str) -> float:
+    """The roofline (fp32 matmul GFLOP/s at the model's shapes, the trainer's threads), quickly."""
+    import torch
+
+    torch.set_num_threads(worker_threads()[0])
+    return roofline_gflops(model, tokens=512, repeats=2)
+
+
+def load_text() -> str:
+    one, five, _ = os.getloadavg()
+    return f"load {one:.1f} / {five:.1f} (1 / 5 min) on {os.cpu_count()} cores"
+
+
+def _start_fresh_if_finished(out: Path, label: str) -> None:
+    """A finished run: start a new one (resuming it would train nothing). An interrupted run has no
+    summary.json and resumes from its last checkpoint (trainer.resume_mode=auto)."""
+    if not (out / "summary.json").is_file():
+        return
+    print(f"[{label}] {out} holds a finished run; starting a new one there", flush=True)
+    shutil.rmtree(out / "checkpoints", ignore_errors=True)
+    shutil.rmtree(out / VAL_DIR, ignore_errors=True)
+    for name in ("metrics.jsonl", "summary.json"):
+        (out / name).unlink(missing_ok=True)
+
+
+def run(args: argparse.Namespace, extra: list[str]) -> int:
+    """Train, following ``metrics.jsonl``; write ``summary.json``. Returns the exit code.
+
+    Raises:
+        recipe.proc.Stopped: on SIGTERM/SIGINT/SIGHUP, once the trainer's process group is empty.
+    """
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    metrics = out / "metrics.jsonl"
+    _start_fresh_if_finished(out, args.label)
+    log_path = out / "train.log"
+    cmd = trainer_command(args, extra)
+    (out / "command.txt").write_text(" ".join(cmd) + "\n")
+    env = trainer_env()
+
+    print(f"[{args.label}] training log: {log_path}", flush=True)
+    roofline_start = machine_speed(args.model)
+    print(
+        f"[{args.label}] this machine now: {roofline_start:.1f} GFLOP/s fp32 matmul at the model's shapes "
+        f"({worker_threads()[0]} threads), {load_text()}",
+        flush=True,
+    )
+    started = time.time()
+    seen: set[int] = set()
+    step_times: list[float] = []
+    before: float | None = None
+    after: float | None = None
+    children: list[subprocess.Popen] = []
+    with (
+        open(log_path, "w") as log,
+        procs.stop_signals_forwarded(children, grace_s=STOP_GRACE_S, child_signal=STOP_SIGNAL),
+    ):
+        trainer = procs.start_group(cmd, cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        children.append(trainer)
+        while True:
+            done = trainer.poll() is not None
+            for row in read_metrics_jsonl(metrics):
+                step = int(row.get("step", -1))
+                acc = val_accuracy(row)
+                if acc is not None and step <= 0 and before is None:
+                    before = acc
+                    print(f"[{args.label}] validation accuracy before training: {acc:.3f}", flush=True)
+                elif acc is not None and step >= args.steps:
+                    after = acc
+                if step > 0 and step not in seen and SCORE_KEY in row:
+                    seen.add(step)
+                    if row.get(STEP_TIME_KEY) is not None:
+                        step_times.append(float(row[STEP_TIME_KEY]))
+                    print(progress_line(row, args.steps, step_times, args.label), flush=True)
+            if done:
+                break
+            time.sleep(2.0)
+    wall = time.time() - started
+    load_end = load_text()
+    roofline_end = machine_speed(args.model)
+    if trainer.returncode != 0:
+        tail = log_path.read_text(errors="replace").splitlines()[-40:]
+        print("\n".join(tail), file=sys.stderr)
+        print(
+            f"[{args.label}] training FAILED (exit {trainer.returncode}); full log: {log_path}",
+            file=sys.stderr,
+        )
+        return trainer.returncode or 1
+    summary = {
+        "algo": args.algo,
+        "steps": len(seen),
+        "val_acc_before": before,
+        "val_acc_after": after,
+        "train_wall_s": round(wall, 1),
+        "roofline_gflops": [round(roofline_start, 1), round(roofline_end, 1)],
+        "load_end": load_end,
+        "metrics_jsonl": str(metrics),
+        "checkpoints": str(out / "checkpoints"),
+        "tensorboard": str(Path(os.environ.get("TENSORBOARD_DIR", REPO_ROOT / "tensorboard_log"))),
+        "train_log": str(log_path),
+    }
+    comparison = validation_comparison(out / VAL_DIR, args.steps)
+    summary["validation"] = comparison
+    ci = tuple(comparison["ci95"]) if comparison else None
+    verdict = validation_verdict(before, after, ci)
+    summary["verdict"] = verdict
+    print(f"[{args.label}] ---------------- summary ----------------")
+    print(
+        f"[{args.label}] {args.algo}: {len(seen)} steps in {wall / 60:.1f} min (machine: {roofline_start:.0f} / "
+        f"{roofline_end:.0f} GFLOP/s fp32 matmul before / after, {load_end})"
+    )
+    print(f"[{args.label}] validation accuracy: before {fmt(before)} -> after {fmt(after)} ({verdict})")
+    if comparison:
+        low, high = comparison["ci95"]
+        print(
+            f"[{args.label}] paired over {comparison['prompts']} greedy validation prompts: "
+            f"{comparison['diff']:+.3f} (95% bootstrap CI {low:+.3f} .. {high:+.3f}); "
+            f"{comparison['improved']} prompts fixed, {comparison['worsened']} broken "
+            f"(McNemar p={comparison['mcnemar_p']:.2g})"
+        )
+    tmp = out / "summary.json.tmp"
+    tmp.write_text(json.dumps(summary, indent=2) + "\n")
+    os.replace(tmp, out / "summary.json")
+    print(f"[{args.label}] metrics (one JSON line per step): {metrics}")
+    print(f"[{args.label}] checkpoint: {out / 'checkpoints'}")
+    print(f"[{args.label}] tensorboard: tensorboard --logdir {summary['tensorboard']}")
+    print(f"[{args.label}] summary: {out / 'summary.json'}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="quickstart_run.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--model", required=True, help="HF model folder")
+    parser.add_argument("--data", required=True, help="folder with train.parquet and val.parquet")
+    parser.add_argument("--out", required=True, help="run folder (metrics, checkpoints, log)")
+    parser.add_argument("--steps", type=int, default=8, help="training steps (default 8)")
+    parser.add_argument("--algo", choices=["copo", "grpo"], default="copo")
+    yaml = "default: copo_cpu.yaml's"
+    parser.add_argument("--batch", type=int, default=None, help=f"prompts per step ({yaml})")
+    parser.add_argument(
+        "--mini-batch",
+        type=int,
+        default=None,
+        help=f"prompts per optimizer update, 0 for the whole step ({yaml})",
+    )
+    parser.add_argument("--n", type=int, default=None, help=f"responses per prompt ({yaml})")
+    parser.add_argument("--prompt-length", type=int, default=None, help=f"data.max_prompt_length ({yaml})")
+    parser.add_argument(
+        "--response-length", type=int, default=None, help=f"data.max_response_length ({yaml})"
+    )
+    parser.add_argument("--lr", type=float, default=None, help=f"actor learning rate ({yaml})")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--label", default="quickstart", help="prefix of the printed lines")
+    return parser
+
+
+def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[str]]:
+    """The options, and the Hydra overrides (``key=value``) that follow them."""
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    bad = [e for e in extra if e.startswith("-")]
+    if bad:
+        parser.error(f"unknown option(s) {bad}; Hydra overrides look like key=value")
+    return args, extra
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, extra = parse_args(argv)
+    try:
+        return run(args, extra)
+    except procs.Stopped as stop:
+        print(
+            f"[{args.label}] stopped by {signal.Signals(stop.signum).name}; the trainer, its Ray cluster "
+            "and the rollout server are stopped",
+            file=sys.stderr,
+        )
+        return stop.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -112,6 +112,10 @@ def run_copo(config: DictConfig) -> None:
 
     auto_set_device(config)
     print(f"[copo] {resolve_attention(config)}", file=sys.stderr, flush=True)
+    from recipe.cpu_backend.rollout_registry import use_hf_rollout
+
+    if use_hf_rollout(config):  # the hf rollout on a GPU (on CPU, activate() registered it)
+        print("[copo] rollout: hf (transformers) on the workers' GPUs", file=sys.stderr, flush=True)
     validate_copo_config(config)
     validate_config(
         config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config)

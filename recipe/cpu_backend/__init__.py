@@ -32,6 +32,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from recipe.verl_pin import REQUIRED_VERL_FILE, check_verl_version
 
 from .engine import ENGINE_DEVICE, SETTINGS
+from .rollout_registry import ROLLOUT_NAME
 
 __all__ = [
     "activate",
@@ -43,7 +44,6 @@ __all__ = [
     "THREADS_ENV",
 ]
 
-ROLLOUT_NAME = "hf"
 MODULE_NAME = __name__
 
 _installed = False
@@ -103,18 +103,9 @@ def install() -> None:
 
 
 def _register_rollout() -> None:
-    from verl.workers.rollout import base as rollout_base
-    from verl.workers.rollout.replica import RolloutReplicaRegistry
+    from .rollout_registry import register
 
-    def _load_hf_replica() -> type:
-        from .hf_server import HFReplica
-
-        return HFReplica
-
-    RolloutReplicaRegistry.register(ROLLOUT_NAME, _load_hf_replica)
-    # verl 0.9.1 has no public hook for the worker-side rollout class: this private dict
-    # (verl/workers/rollout/base.py:_ROLLOUT_REGISTRY) is what get_rollout_class() reads.
-    rollout_base._ROLLOUT_REGISTRY[(ROLLOUT_NAME, "async")] = f"{MODULE_NAME}.adapter.HFServerAdapter"
+    register()
 
 
 PROJECT_ROOT = str(Path(__file__).resolve().parent.parent.parent)

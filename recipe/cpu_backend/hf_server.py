@@ -21,6 +21,11 @@ same 16 x 128 tokens (SmolLM2-135M, measured standalone; 17-18 s inside the trai
 
 ``HFReplica`` is the ``RolloutReplica`` that launches one server per replica, registered as
 rollout ``hf``.
+
+The server runs where verl's platform runs the workers (:func:`server_placement`): on CPU, or on
+the GPU of the replica's first worker, in ``rollout.dtype`` (bf16 for the GPU configs), so COPO
+trains end to end on one GPU without vLLM (``actor_rollout_ref.rollout.name=hf``; see
+``rollout_registry.py``). vLLM stays the rollout of the paper runs.
 """
 
 from __future__ import annotations
@@ -58,6 +63,37 @@ _DTYPES = {
 }
 
 
+@dataclass(frozen=True)
+class Placement:
+    """Where a replica's server computes: the torch device and the env vars of its Ray actor."""
+
+    device: str
+    env_vars: dict[str, str] = field(default_factory=dict)
+
+
+def server_placement(platform_device: str, accelerator_id: str | None = None) -> Placement:
+    """The server's device for verl's platform device (``cpu`` or ``cuda``).
+
+    On CUDA the server shares the GPU of the replica's first worker, as verl's vLLM server does
+    (vllm_async_server.py): Ray would hide every GPU from an actor that reserves none, so the
+    actor is told not to touch ``CUDA_VISIBLE_DEVICES`` and gets the worker's device id instead.
+
+    Args:
+        platform_device: ``verl.utils.device.get_device_name()`` where the replica is built.
+        accelerator_id: the first worker's GPU id (``ray.get_runtime_context().get_accelerator_ids()``).
+    """
+    if platform_device == "cpu":
+        return Placement("cpu")
+    if platform_device != "cuda":
+        raise NotImplementedError(f"the hf rollout runs on cpu or cuda, not on {platform_device!r}")
+    if accelerator_id is None:
+        raise ValueError("the hf rollout on cuda needs the GPU id of the replica's first worker")
+    return Placement(
+        "cuda",
+        {"RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES": "1", "CUDA_VISIBLE_DEVICES": str(accelerator_id)},
+    )
+
+
 def server_actor_name(replica_rank: int, node_rank: int = 0, suffix: str = "") -> str:
     """Ray actor name of a replica's server; the worker-side adapter looks it up by this name."""
     return f"{SERVER_NAME_PREFIX}server_{replica_rank}_{node_rank}{suffix}"
@@ -79,15 +115,17 @@ class HFRolloutServer:
             seed, max_num_seqs, ignore_eos.
         model_config: verl ``HFModelConfig`` or its DictConfig (``path``/``local_path``).
         replica_rank: rank of the replica this server belongs to.
+        device: ``cpu`` or ``cuda`` (:func:`server_placement`).
     """
 
-    def __init__(self, config: Any, model_config: Any, replica_rank: int = 0) -> None:
+    def __init__(self, config: Any, model_config: Any, replica_rank: int = 0, device: str = "cpu") -> None:
         from verl.utils.config import omega_conf_to_dataclass
         from verl.workers.config import HFModelConfig, RolloutConfig
 
         self.config = omega_conf_to_dataclass(config, dataclass_type=RolloutConfig)
         self.model_config = omega_conf_to_dataclass(model_config, dataclass_type=HFModelConfig)
         self.replica_rank = replica_rank
+        self.device = device
         self.global_steps: int | None = None
         self.model: torch.nn.Module | None = None
         self._pending: list[_Request] = []
@@ -107,7 +145,8 @@ class HFRolloutServer:
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def launch_server(self) -> None:
-        """Load the model (from the local path, in ``rollout.dtype``) and start the batching loop."""
+        """Load the model (from the local path, in ``rollout.dtype``, on ``device``) and start the
+        batching loop."""
         from transformers import AutoModelForCausalLM
 
         dtype_name = str(self.config.dtype)
@@ -122,13 +161,15 @@ class HFRolloutServer:
             from . import attention, worker_threads
 
             attention.register()  # also where install() did not run in this process
-            torch.set_num_threads(worker_threads()[0])  # OpenMP's thread count is per calling thread
-            return AutoModelForCausalLM.from_pretrained(
+            if self.device == "cpu":
+                torch.set_num_threads(worker_threads()[0])  # OpenMP's thread count is per calling thread
+            model = AutoModelForCausalLM.from_pretrained(
                 path,
                 dtype=_DTYPES[dtype_name],
                 attn_implementation=self.attn_implementation(),
                 trust_remote_code=self.model_config.trust_remote_code,
-            ).eval()
+            )
+            return model.to(self.device).eval()
 
         self.model = await self._on_torch_thread(load)
         tokenizer = self.model_config.tokenizer
@@ -149,15 +190,24 @@ class HFRolloutServer:
         self._wake = asyncio.Event()
         self._model_lock = asyncio.Lock()
         self._loop_task = asyncio.get_running_loop().create_task(self._batch_loop())
-        logger.info("hf rollout server %d ready: %s (%s), eos=%s", self.replica_rank, path, dtype_name, eos)
+        logger.info(
+            "hf rollout server %d ready: %s (%s on %s), eos=%s",
+            self.replica_rank,
+            path,
+            dtype_name,
+            self.device,
+            eos,
+        )
 
     def attn_implementation(self) -> str:
         """The actor's attention (``model.override_config.attn_implementation``), so that the rollout's
-        log-probs and the actor's come from the same kernel; ``sdpa_gqa`` when none is set."""
+        log-probs and the actor's come from the same kernel; when none is set, ``sdpa_gqa`` on CPU
+        (tuned for CPU decoding) and ``sdpa`` on a GPU."""
         from .attention import ATTN_IMPLEMENTATION
 
         override = getattr(self.model_config, "override_config", None) or {}
-        return str(override.get("attn_implementation") or ATTN_IMPLEMENTATION)
+        default = ATTN_IMPLEMENTATION if self.device == "cpu" else "sdpa"
+        return str(override.get("attn_implementation") or default)
 
     def get_server_address(self) -> str:
         return f"hf-rollout-{self.replica_rank}"
@@ -388,18 +438,28 @@ class HFReplica(RolloutReplica):
                 "the hf rollout runs one server per replica on one node; set "
                 "actor_rollout_ref.rollout.tensor_model_parallel_size=1 (and data/pipeline parallel 1)"
             )
-        node_id = None
+        from verl.utils.device import get_device_name, get_resource_name
+
+        node_id = accelerator_id = None
         if self.workers:
-            node_id = await self.workers[0].__ray_call__.remote(
-                lambda self: ray.get_runtime_context().get_node_id()
+            resource = get_resource_name()
+            node_id, accelerator_id = await self.workers[0].__ray_call__.remote(
+                lambda self: (
+                    ray.get_runtime_context().get_node_id(),
+                    (ray.get_runtime_context().get_accelerator_ids().get(resource) or [None])[0],
+                )
             )
+        placement = server_placement(get_device_name(), accelerator_id)
         options: dict[str, Any] = {
             "name": server_actor_name(self.replica_rank, 0, self.name_suffix),
             "max_concurrency": self.max_concurrency,
             # The server computes while the colocated trainer waits, so it claims no CPU slot
-            # of its own (the logical CPUs are all taken by verl's placement bundles).
+            # of its own (the logical CPUs are all taken by verl's placement bundles), and on a
+            # GPU it shares the first worker's (colocated, as verl's vLLM servers are).
             "num_cpus": 0,
         }
+        if placement.env_vars:
+            options["runtime_env"] = {"env_vars": placement.env_vars}
         if node_id is not None:
             options["scheduling_strategy"] = ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy(
                 node_id=node_id, soft=False
@@ -407,7 +467,12 @@ class HFReplica(RolloutReplica):
         server = (
             ray.remote(HFRolloutServer)
             .options(**options)
-            .remote(config=self.config, model_config=self.model_config, replica_rank=self.replica_rank)
+            .remote(
+                config=self.config,
+                model_config=self.model_config,
+                replica_rank=self.replica_rank,
+                device=placement.device,
+            )
         )
         await server.launch_server.remote()
         self.servers = [server]

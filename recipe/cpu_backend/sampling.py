@@ -78,7 +78,8 @@ def draw_tokens(probs: torch.Tensor, generators: Sequence[torch.Generator | None
     if probs.ndim != 2 or probs.shape[0] != len(generators):
         raise ValueError(f"draw_tokens: probs {tuple(probs.shape)} for {len(generators)} generators")
     # float32 uniforms in [0, 1 - 2**-24]: u * total stays below the total in float64 (53 bits)
-    uniforms = torch.cat([torch.rand(1, generator=g) for g in generators]).double()
+    # drawn on CPU from each row's CPU generator (the same numbers on any device), then moved
+    uniforms = torch.cat([torch.rand(1, generator=g) for g in generators]).double().to(probs.device)
     cdf = probs.double().cumsum(dim=-1)
     target = (uniforms * cdf[:, -1]).unsqueeze(-1)
     return torch.searchsorted(cdf, target, right=True).squeeze(-1).clamp_(max=probs.shape[-1] - 1)
@@ -123,6 +124,7 @@ class DecodeBatch:
 
     All rows share one set of sampling params (``params``); each row draws from its own RNG, so a
     row's sample does not depend on its batch-mates (up to float error of the padded kernels).
+    Every tensor lives on the model's device (CPU or a GPU).
     """
 
     def __init__(
@@ -135,17 +137,21 @@ class DecodeBatch:
     ) -> None:
         self.model = model
         self.params = params
+        self.device = next(model.parameters()).device
         self.pad_token_id = int(pad_token_id)
-        self.eos = torch.tensor(sorted(set(eos_token_ids)), dtype=torch.long)
+        self.eos = torch.tensor(sorted(set(eos_token_ids)), dtype=torch.long, device=self.device)
         self.rows: list[_Row] = []
         self.cache: Any = None  # transformers DynamicCache
-        self.attention_mask = torch.zeros((0, 0), dtype=torch.long)
-        self.next_pos = torch.zeros((0, 1), dtype=torch.long)
+        self.attention_mask = self._long((0, 0))
+        self.next_pos = self._long((0, 1))
         self.next_logits: torch.Tensor | None = None  # (B, V): logits of each row's next token
         self.forward_calls = 0
 
     def __len__(self) -> int:
         return len(self.rows)
+
+    def _long(self, shape: tuple[int, int], fill: int = 0) -> torch.Tensor:
+        return torch.full(shape, fill, dtype=torch.long, device=self.device)
 
     @torch.no_grad()
     def add(
@@ -171,6 +177,7 @@ class DecodeBatch:
         for row, prompt in enumerate(prompts):
             input_ids[row, width - len(prompt) :] = torch.tensor(list(prompt), dtype=torch.long)
             mask[row, width - len(prompt) :] = 1
+        input_ids, mask = input_ids.to(self.device), mask.to(self.device)
         position_ids = (mask.cumsum(-1) - 1).clamp(min=0)
         extra = {"logits_to_keep": 1} if takes_logits_to_keep(self.model) else {}
         out = self.model(
@@ -224,8 +231,8 @@ class DecodeBatch:
         self.rows = [self.rows[i] for i in index.tolist()]
         if not self.rows:
             self.cache, self.next_logits = None, None
-            self.attention_mask = torch.zeros((0, 0), dtype=torch.long)
-            self.next_pos = torch.zeros((0, 1), dtype=torch.long)
+            self.attention_mask = self._long((0, 0))
+            self.next_pos = self._long((0, 1))
             return
         mask = self.attention_mask[index]
         first = int((mask.sum(0) > 0).long().argmax())  # leading columns that are padding for every row
@@ -258,7 +265,7 @@ class DecodeBatch:
             else torch.zeros_like(token, dtype=torch.bool)
         )
         finished: list[tuple[Any, Sample]] = []
-        keep = torch.ones(len(self.rows), dtype=torch.bool)
+        keep = torch.ones(len(self.rows), dtype=torch.bool, device=self.device)
         for i, (row, t, lp, eos) in enumerate(
             zip(self.rows, token.tolist(), logp.tolist(), hit_eos.tolist(), strict=True)
         ):
@@ -272,7 +279,7 @@ class DecodeBatch:
             token = token[keep]
         if self.rows:
             self.attention_mask = torch.cat(
-                [self.attention_mask, torch.ones((len(self.rows), 1), dtype=torch.long)], dim=-1
+                [self.attention_mask, self._long((len(self.rows), 1), fill=1)], dim=-1
             )
             out = self.model(
                 input_ids=token[:, None],
@@ -302,7 +309,7 @@ def sample_batch(
     """Sample one continuation per prompt, all prompts decoded together (a :class:`DecodeBatch`).
 
     Args:
-        model: HF causal LM (eval mode) on CPU.
+        model: HF causal LM (eval mode) on any device.
         prompts: B token-id lists (lengths may differ: they are left-padded).
         params: temperature / top_p / top_k / ignore_eos shared by the batch.
         max_tokens: per prompt, the most tokens to generate (>= 1).

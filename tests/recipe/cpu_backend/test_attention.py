@@ -83,12 +83,13 @@ def test_cached_decode_matches_sdpa(tiny: Path) -> None:
 
 
 def test_hf_rollout_loads_the_actors_attention() -> None:
-    """The rollout server takes ``model.override_config.attn_implementation`` (sdpa_gqa if unset)."""
+    """The rollout server takes ``model.override_config.attn_implementation`` (sdpa_gqa if unset, on CPU)."""
     from types import SimpleNamespace
 
     from recipe.cpu_backend.hf_server import HFRolloutServer
 
     server = HFRolloutServer.__new__(HFRolloutServer)  # no model load: only the choice is under test
+    server.device = "cpu"
     server.model_config = SimpleNamespace(override_config={"attn_implementation": "eager"})
     assert server.attn_implementation() == "eager"
     server.model_config = SimpleNamespace(override_config={})

@@ -22,8 +22,8 @@
 #   MAX_TOKENS   max prompt and max response tokens              [512]
 #   GPU_MEM_UTIL vLLM's share of GPU memory                      [0.4]
 #   EVAL_K       samples per problem in the evaluation           [2]
-#   ATTN         sdpa (the configs' default) | flash_attention_2 (with remove-padding; needs
-#                flash-attn installed) | auto (flash_attention_2 when flash-attn imports) [auto]
+#   ATTN         auto (the configs' default: flash_attention_2 on packed sequences when flash-attn
+#                is installed, else sdpa) | flash_attention_2 | sdpa (on padded micro-batches) [auto]
 #   PYTHON       interpreter with the project's [gpu] extra      [python3]
 #   DRY_RUN      1 prints the commands and exits                 [0]
 set -euo pipefail
@@ -74,13 +74,12 @@ else
 fi
 
 ATTN_ARGS=()
-if [ "$ATTN" = "auto" ]; then
-  if "$PYTHON" -c "import flash_attn" 2>/dev/null; then ATTN=flash_attention_2; else ATTN=sdpa; fi
-fi
 case "$ATTN" in
+  auto) ;; # the configs' default: main_copo decides and prints it (recipe/copo/throughput.py)
   flash_attention_2) ATTN_ARGS=(actor_rollout_ref.model.override_config.attn_implementation=flash_attention_2
     actor_rollout_ref.model.use_remove_padding=true) ;;
-  sdpa) ;;
+  sdpa) ATTN_ARGS=(actor_rollout_ref.model.override_config.attn_implementation=sdpa
+    actor_rollout_ref.model.use_remove_padding=false) ;;
   *) die "ATTN='$ATTN' must be auto, flash_attention_2 or sdpa" ;;
 esac
 

@@ -82,13 +82,16 @@ def resolve_attention(config: DictConfig, flash_attn: bool | None = None) -> str
         if attn is not None:
             OmegaConf.update(config, ATTN_KEY, attn, force_add=True)
         OmegaConf.update(config, PACKED_KEY, packed, force_add=True)
+    return f"attention: {attention_summary(attn, packed, flash)} ({ATTN_KEY}, {PACKED_KEY})"
+
+
+def attention_summary(attn: str | None, packed: bool, flash: bool) -> str:
+    """``sdpa on padded micro-batches (flash-attn is not installed: ...)``, for logs and the preflight."""
     layout = "packed sequences" if packed else "padded micro-batches"
     why = (
-        "flash-attn is installed"
-        if flash
-        else "flash-attn is not installed (pip install flash-attn: packed sequences)"
+        "flash-attn is installed" if flash else "flash-attn is not installed: pip install flash-attn to pack"
     )
-    return f"attention: {attn} on {layout} ({why}; {ATTN_KEY}, {PACKED_KEY})"
+    return f"{attn} on {layout} ({why})"
 
 
 def check_throughput(config: DictConfig) -> None:
@@ -137,7 +140,9 @@ def _check_batch_divides(config: DictConfig) -> None:
     (verl/utils/config.py validate_config); each rank still takes an equal share with them."""
     try:
         gpus = int(_get(config, "trainer.nnodes")) * int(_get(config, "trainer.n_gpus_per_node"))
-        sequences = int(_get(config, "data.train_batch_size")) * int(_get(config, "actor_rollout_ref.rollout.n"))
+        sequences = int(_get(config, "data.train_batch_size")) * int(
+            _get(config, "actor_rollout_ref.rollout.n")
+        )
     except (TypeError, ValueError):
         return  # not set or not numbers: verl's own checks report it
     if gpus > 0 and sequences % gpus:

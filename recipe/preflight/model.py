@@ -12,12 +12,10 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from recipe.files import atomic_dir
 from recipe.study.testbed.tokenizer import (
     CHATML_TEMPLATE,
     ENDOFTEXT,
@@ -102,18 +100,9 @@ def build_random_model(
     with torch.random.fork_rng(devices=[]), torch.device(device):
         torch.manual_seed(seed)
         model = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    tmp.chmod(0o755)
-    try:
+    with atomic_dir(out) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         (tmp / _MARKER).write_text(json.dumps({"shape": shape, "dtype": dtype, "seed": seed}, sort_keys=True))
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
     del model
     return out

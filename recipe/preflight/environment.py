@@ -1,0 +1,137 @@
+"""What this machine has: GPU, torch/CUDA, and whether each package the trainer needs imports.
+
+Imports are tried in a child process: a package that fails to import (a flash-attn built for
+another torch, a vLLM without its CUDA libraries) cannot take the preflight down with it, and the
+preflight's own process never initialises CUDA.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+
+# (import name, distribution name, needed by, what to install when missing)
+PACKAGES = (
+    ("verl", "verl", "every stage", 'pip install -e ".[gpu]" (verl 0.9.1 and its base requirements)'),
+    ("ray", "ray", "every stage (verl imports it)", 'pip install -e ".[gpu]"'),
+    ("hydra", "hydra-core", "every stage (the run config)", 'pip install -e ".[gpu]"'),
+    ("tensordict", "tensordict", "every stage (verl's batches)", 'pip install -e ".[gpu]"'),
+    ("transformers", "transformers", "every stage", 'pip install -e ".[gpu]"'),
+    (
+        "vllm",
+        "vllm",
+        "the paper runs' rollout (optional here: the trainer stage uses the hf rollout without it)",
+        'pip install -e ".[gpu]" (verl[vllm]: vllm 0.24.0 for torch 2.11)',
+    ),
+    (
+        "flash_attn",
+        "flash-attn",
+        "packed sequences (optional: sdpa on padded micro-batches without it)",
+        "pip install flash-attn (no PyPI wheel for torch 2.11 / CUDA 13: a source build)",
+    ),
+)
+
+_PROBE = r"""
+import importlib, importlib.metadata, json, sys
+out = {}
+for module, dist in json.loads(sys.argv[1]):
+    try:
+        importlib.import_module(module)
+        try:
+            version = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            version = "?"
+        out[module] = {"ok": True, "version": version}
+    except BaseException as exc:  # ImportError, OSError from a shared library, ...
+        out[module] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:300]}
+import torch
+cuda = torch.cuda.is_available()
+out["torch"] = {
+    "ok": True,
+    "version": torch.__version__,
+    "cuda": torch.version.cuda,
+    "gpu": torch.cuda.get_device_name(0) if cuda else None,
+    "gpu_memory_gib": torch.cuda.get_device_properties(0).total_memory / 2**30 if cuda else None,
+    "gpus": torch.cuda.device_count() if cuda else 0,
+}
+print("PROBE" + json.dumps(out))
+"""
+
+
+@dataclass
+class Package:
+    module: str
+    ok: bool
+    version: str
+    needed_by: str
+    install: str
+    error: str = ""
+    verl_wants: str = ""  # verl's declared requirement, when the installed version is outside it
+
+
+def outside_verl_requirement(dist: str, version: str) -> str:
+    """verl's base requirement on ``dist`` (e.g. ``transformers!=5.6.0,<5.11,>=5.5.3``) when
+    ``version`` does not satisfy it, else "" (also when verl or the requirement is absent)."""
+    import importlib.metadata
+
+    from packaging.requirements import Requirement
+
+    try:
+        requires = importlib.metadata.requires("verl") or []
+    except importlib.metadata.PackageNotFoundError:
+        return ""
+    for line in requires:
+        req = Requirement(line)
+        if req.name == dist and req.marker is None and req.specifier and version not in req.specifier:
+            return f"{dist}{req.specifier}"
+    return ""
+
+
+@dataclass
+class Environment:
+    python: str
+    torch: str
+    cuda: str | None
+    gpu: str | None
+    gpu_memory_gib: float | None
+    packages: dict[str, Package]
+
+    @property
+    def device(self) -> str:
+        return "cuda" if self.gpu else "cpu"
+
+    def has(self, module: str) -> bool:
+        return self.packages[module].ok
+
+    def missing_for_actor(self) -> list[Package]:
+        """Packages without which no stage past this one can run."""
+        return [p for p in self.packages.values() if p.needed_by.startswith("every stage") and not p.ok]
+
+
+def probe(timeout_s: float = 300.0) -> Environment:
+    """Try every import of :data:`PACKAGES` and read torch's view of the GPU, in a child process."""
+    names = [(module, dist) for module, dist, _, _ in PACKAGES]
+    proc = subprocess.run(
+        [sys.executable, "-c", _PROBE, json.dumps(names)], capture_output=True, text=True, timeout=timeout_s
+    )
+    line = next((x for x in proc.stdout.splitlines() if x.startswith("PROBE")), None)
+    if line is None:
+        raise RuntimeError(f"the environment probe failed (is torch installed?):\n{proc.stderr[-2000:]}")
+    found = json.loads(line.removeprefix("PROBE"))
+    t = found["torch"]
+    packages = {
+        module: Package(
+            module,
+            found[module]["ok"],
+            found[module].get("version", ""),
+            needed_by,
+            install,
+            found[module].get("error", ""),
+            outside_verl_requirement(dist, found[module]["version"]) if found[module]["ok"] else "",
+        )
+        for module, dist, needed_by, install in PACKAGES
+    }
+    python = ".".join(map(str, sys.version_info[:3]))
+    return Environment(python, t["version"], t["cuda"], t["gpu"], t["gpu_memory_gib"], packages)

@@ -45,11 +45,18 @@ from copo_core.config import GcpoConfig
 from copo_core.grouping import group_inverse, group_reduce
 
 __all__ = [
+    "GCPO_METRIC_KEYS",
     "compute_gcpo_advantages",
     "gcpo_advantages_from_shares",
     "gcpo_metrics",
     "gcpo_shapley",
 ]
+
+# The keys gcpo_metrics returns; the recipe logs them under ``gcpo/`` (recipe/tracking/names.py).
+COVERAGE_MEAN = "coverage_mean"
+UNIQUENESS_MEAN = "uniqueness_mean"
+FRAC_REDUNDANT_CORRECT = "frac_redundant_correct"
+GCPO_METRIC_KEYS = (COVERAGE_MEAN, UNIQUENESS_MEAN, FRAC_REDUNDANT_CORRECT)
 
 # Exact path: float64 elements of the (groups, G, 2^(G-1)) marginals per chunk, bounding peak memory
 # (~256 MB); the chunk size barely changes speed there.
@@ -354,7 +361,7 @@ def gcpo_metrics(
     uniqueness = shares64[correct] / standalone[correct]
     n_correct = int(correct.sum())
     return {
-        "coverage_mean": float(coverage.mean()),
-        "uniqueness_mean": float(uniqueness.mean()) if n_correct else 0.0,
-        "frac_redundant_correct": float((uniqueness < redundant_tol).double().mean()) if n_correct else 0.0,
+        COVERAGE_MEAN: float(coverage.mean()),
+        UNIQUENESS_MEAN: float(uniqueness.mean()) if n_correct else 0.0,
+        FRAC_REDUNDANT_CORRECT: float((uniqueness < redundant_tol).double().mean()) if n_correct else 0.0,
     }

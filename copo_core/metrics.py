@@ -11,10 +11,50 @@ import torch
 from copo_core.advantages import CopoAdvantages
 from copo_core.grouping import group_inverse, group_reduce
 
-__all__ = ["NONZERO_ADV_TOL", "copo_batch_metrics", "signal_budget_metrics"]
+__all__ = [
+    "COPO_METRIC_KEYS",
+    "NONZERO_ADV_TOL",
+    "SIGNAL_METRIC_KEYS",
+    "copo_batch_metrics",
+    "signal_budget_metrics",
+]
 
 # |advantage| above this counts as a learning signal in ``frac_nonzero_adv``.
 NONZERO_ADV_TOL = 1e-8
+
+# The keys these functions return; the recipe logs them under ``copo/`` and ``signal/``
+# (recipe/tracking/names.py builds the logged names from these).
+ENTROPY_MEAN = "entropy_mean"
+ENTROPY_MIN = "entropy_min"
+ENTROPY_MAX = "entropy_max"
+LOCAL_WEIGHT_MEAN = "local_weight_mean"
+GLOBAL_ADV_MEAN = "global_adv_mean"
+GLOBAL_ADV_STD = "global_adv_std"
+FRAC_NONZERO_ADV = "frac_nonzero_adv"
+PROMPT_REWARD_MEAN = "prompt_reward_mean"
+COPO_METRIC_KEYS = (
+    ENTROPY_MEAN,
+    ENTROPY_MIN,
+    ENTROPY_MAX,
+    LOCAL_WEIGHT_MEAN,
+    GLOBAL_ADV_MEAN,
+    GLOBAL_ADV_STD,
+    FRAC_NONZERO_ADV,
+    PROMPT_REWARD_MEAN,
+)
+FRAC_GROUPS_ALL_CORRECT = "frac_groups_all_correct"
+FRAC_GROUPS_ALL_WRONG = "frac_groups_all_wrong"
+FRAC_GROUPS_ZERO_VARIANCE = "frac_groups_zero_variance"
+NUM_RESPONSES = "num_responses"
+NUM_GROUPS = "num_groups"
+SIGNAL_METRIC_KEYS = (
+    FRAC_NONZERO_ADV,
+    FRAC_GROUPS_ALL_CORRECT,
+    FRAC_GROUPS_ALL_WRONG,
+    FRAC_GROUPS_ZERO_VARIANCE,
+    NUM_RESPONSES,
+    NUM_GROUPS,
+)
 
 
 @torch.no_grad()
@@ -55,14 +95,14 @@ def copo_batch_metrics(
     reward_g = adv.prompt_reward.float()[first]
 
     return {
-        "entropy_mean": entropy_g.mean().item(),
-        "entropy_min": entropy_g.min().item(),
-        "entropy_max": entropy_g.max().item(),
-        "local_weight_mean": adv.local_weight.float().mean().item(),
-        "global_adv_mean": global_g.mean().item(),
-        "global_adv_std": global_g.std().item() if n_groups > 1 else 0.0,
-        "frac_nonzero_adv": (adv.blended.float().abs() > NONZERO_ADV_TOL).float().mean().item(),
-        "prompt_reward_mean": reward_g.mean().item(),
+        ENTROPY_MEAN: entropy_g.mean().item(),
+        ENTROPY_MIN: entropy_g.min().item(),
+        ENTROPY_MAX: entropy_g.max().item(),
+        LOCAL_WEIGHT_MEAN: adv.local_weight.float().mean().item(),
+        GLOBAL_ADV_MEAN: global_g.mean().item(),
+        GLOBAL_ADV_STD: global_g.std().item() if n_groups > 1 else 0.0,
+        FRAC_NONZERO_ADV: (adv.blended.float().abs() > NONZERO_ADV_TOL).float().mean().item(),
+        PROMPT_REWARD_MEAN: reward_g.mean().item(),
     }
 
 
@@ -104,10 +144,10 @@ def signal_budget_metrics(
     min_score = group_reduce(scores, gidx, n_groups, "amin")
     max_score = group_reduce(scores, gidx, n_groups, "amax")
     return {
-        "frac_nonzero_adv": live.any(dim=1).float().mean().item(),
-        "frac_groups_all_correct": (group_reduce(correct, gidx, n_groups, "amin") == 1).float().mean().item(),
-        "frac_groups_all_wrong": (group_reduce(correct, gidx, n_groups, "amax") == 0).float().mean().item(),
-        "frac_groups_zero_variance": (min_score == max_score).float().mean().item(),
-        "num_responses": float(n),
-        "num_groups": float(n_groups),
+        FRAC_NONZERO_ADV: live.any(dim=1).float().mean().item(),
+        FRAC_GROUPS_ALL_CORRECT: (group_reduce(correct, gidx, n_groups, "amin") == 1).float().mean().item(),
+        FRAC_GROUPS_ALL_WRONG: (group_reduce(correct, gidx, n_groups, "amax") == 0).float().mean().item(),
+        FRAC_GROUPS_ZERO_VARIANCE: (min_score == max_score).float().mean().item(),
+        NUM_RESPONSES: float(n),
+        NUM_GROUPS: float(n_groups),
     }

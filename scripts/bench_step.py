@@ -10,7 +10,7 @@ It prints, side by side and measured in this one invocation:
 
 * the **roofline**: fp32 matmul GFLOP/s at the model's own shapes (every linear layer, lm_head included,
   at one micro-batch of tokens), with the thread settings the trainer's Ray workers use
-  (``recipe.cpu_backend.worker_threads``); measured before the project's run, between the two runs and
+  (``recipe.cpu_backend.settings.worker_threads``); measured before the project's run, between the two runs and
   after the plain run, and printed beside every wall time;
 * per phase of verl's step (``timing_s/gen``, ``old_log_prob``, ``ref``, ``update_actor``,
   ``update_weights``, ``step``; the median over the steps after the first, which also warms up): seconds,
@@ -56,7 +56,7 @@ NO_VALIDATION = ["trainer.val_before_train=false", "trainer.test_freq=-1", "trai
 # -- threads -------------------------------------------------------------------------------------
 def trainer_threads() -> tuple[int, int]:
     """(intra-op, inter-op) threads of one trainer worker, as recipe/cpu_backend sets them."""
-    from recipe.cpu_backend import worker_threads
+    from recipe.cpu_backend.settings import worker_threads
 
     return worker_threads()
 

@@ -16,7 +16,7 @@ os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 def _restore_environ() -> Iterator[None]:
     """Undo every os.environ change a test makes.
 
-    recipe.cpu_backend.activate() exports VERL_PLATFORM and friends into os.environ (the
+    recipe.cpu_backend.activation.activate() exports VERL_PLATFORM and friends into os.environ (the
     trainer needs them); leaked into later tests' subprocesses they select the CPU platform
     in a process that never registered it.
     """

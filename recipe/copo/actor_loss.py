@@ -22,7 +22,7 @@ from verl.workers.config import ActorConfig
 from verl.workers.utils.padding import no_padding_2_padding
 
 from copo_core import copo_policy_loss
-from recipe.copo.step import COPO_FIELDS, GLOBAL_ADV, LOCAL_ADV, LOCAL_WEIGHT
+from recipe.copo.fields import COPO_FIELDS, GLOBAL_ADV, LOCAL_ADV, LOCAL_WEIGHT
 
 # copo_policy_loss metrics that are parts of the loss (normalised by the global batch, so summed
 # over micro-batches like verl's pg_loss); the others are per-micro-batch fractions (averaged).

@@ -23,7 +23,12 @@ import torch
 from copo_core import GcpoConfig, gcpo_advantages_from_shares, gcpo_metrics, gcpo_shapley
 from recipe.copo.embedders import Embedder, make_embedder
 
-__all__ = ["decode_responses", "embed_unique", "gcpo_advantage", "get_embedder"]
+__all__ = ["TIMING_KEYS", "decode_responses", "embed_unique", "gcpo_advantage", "get_embedder"]
+
+# Timings gcpo_advantage adds to gcpo_metrics' keys (logged under gcpo/, seconds per step).
+EMBED_TIME_S = "embed_time_s"
+SHAPLEY_TIME_S = "shapley_time_s"
+TIMING_KEYS = (EMBED_TIME_S, SHAPLEY_TIME_S)
 
 _EMBEDDERS: dict[tuple[str, int], Embedder] = {}
 _EMBEDDERS_LOCK = threading.Lock()
@@ -100,5 +105,5 @@ def gcpo_advantage(
     shapley_time = time.perf_counter() - start
 
     metrics = gcpo_metrics(shares, rewards, index, alpha=config.alpha)
-    metrics.update(embed_time_s=embed_time, shapley_time_s=shapley_time)
+    metrics.update({EMBED_TIME_S: embed_time, SHAPLEY_TIME_S: shapley_time})
     return advantage.to(scores.device), metrics

@@ -66,7 +66,7 @@ class CopoTaskRunner:
 
         configure_verl_logging()
         if config.trainer.device == "cpu":
-            from recipe.cpu_backend import activate
+            from recipe.cpu_backend.activation import activate
 
             activate(None)  # patches for this process; the config was prepared by the driver
         trainer_cls = copo_trainer_cls(config.trainer.v1.trainer_mode)
@@ -102,7 +102,7 @@ def run_copo(config: DictConfig) -> None:
         # It must also precede importing verl.trainer.main_ppo, which resolves the platform at
         # import time (verl/trainer/constants_ppo.py) and fails if VERL_PLATFORM=cpu is set
         # before the CPU platform is registered.
-        from recipe.cpu_backend import activate
+        from recipe.cpu_backend.activation import activate
 
         config = activate(config) or config
     from verl.trainer.main_ppo import run_ppo

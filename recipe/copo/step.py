@@ -35,13 +35,10 @@ from copo_core import (
     signal_budget_metrics,
 )
 from recipe.copo.config_check import sections
+from recipe.copo.fields import GLOBAL_ADV, LOCAL_ADV, LOCAL_WEIGHT
 from recipe.tracking import names
 
 __all__ = [
-    "COPO_FIELDS",
-    "GLOBAL_ADV",
-    "LOCAL_ADV",
-    "LOCAL_WEIGHT",
     "STEP_ESTIMATORS",
     "StepBatch",
     "StepResult",
@@ -53,11 +50,6 @@ __all__ = [
 
 # Estimators whose step this module computes; every other one is verl's.
 STEP_ESTIMATORS = ("copo", "gcpo")
-# Per-token fields written next to verl's ``advantages`` and read by recipe.copo.actor_loss.
-LOCAL_ADV = "copo_local_adv"
-GLOBAL_ADV = "copo_global_adv"
-LOCAL_WEIGHT = "copo_local_weight"
-COPO_FIELDS = (LOCAL_ADV, GLOBAL_ADV, LOCAL_WEIGHT)
 
 MISSING_PRED_MESSAGE = (
     "algorithm.copo.entropy_source=answer needs each response's extracted final answer, but the reward "

@@ -1,6 +1,6 @@
 """Start-up checks of the CPU-only shortcuts in copo_cpu.yaml: each must leave the loss unchanged.
 
-Called by :func:`recipe.cpu_backend.activate` before Ray starts, so a config that would waste a
+Called by ``recipe.cpu_backend.activation.activate`` before Ray starts, so a config that would waste a
 pass or train on the wrong anchor fails in a second, naming the key and the fix.
 """
 
@@ -10,14 +10,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-_DTYPE_NAMES = {
-    "float32": "fp32",
-    "fp32": "fp32",
-    "bfloat16": "bf16",
-    "bf16": "bf16",
-    "float16": "fp16",
-    "fp16": "fp16",
-}
+from .settings import SETTINGS, UNWRAPPED, dtype_name
 
 
 class CpuConfigError(ValueError):
@@ -26,11 +19,6 @@ class CpuConfigError(ValueError):
 
 def _get(config: DictConfig, key: str, default: Any = None) -> Any:
     return OmegaConf.select(config, key, default=default)
-
-
-def dtype_name(name: Any) -> str:
-    """The short name of a dtype as configs spell it: ``float32`` -> ``fp32``, ``bfloat16`` -> ``bf16``."""
-    return _DTYPE_NAMES.get(str(name).lower(), str(name).lower())
 
 
 def check_rollout_log_prob_reuse(config: DictConfig) -> None:
@@ -86,8 +74,6 @@ def check_cpu_backend_section(config: DictConfig) -> None:
     FSDP's mixed precision keeps fp32 weights and computes in ``param_dtype``; the unwrapped module
     computes in the dtype it holds, so anything but fp32 end to end would change the numbers.
     """
-    from .engine import SETTINGS, UNWRAPPED
-
     section = _get(config, "cpu_backend")
     if section is None:
         return

@@ -1,7 +1,7 @@
 """verl's FSDP training engine for a CPU job, with two savings that leave the loss unchanged.
 
 Both are keys of the ``cpu_backend:`` section of the job config (on in copo_cpu.yaml), passed to
-every Ray worker as environment variables by :func:`recipe.cpu_backend.activate` (:data:`SETTINGS`):
+every Ray worker as environment variables by ``activation.activate`` (``settings.SETTINGS``):
 
 * ``cpu_backend.unwrapped_single_rank``: with one trainer rank, train the module unwrapped instead
   of under FSDP2. Over one rank FSDP2 shards nothing, yet it copies every weight into a fresh
@@ -45,24 +45,11 @@ from typing import Any
 import torch
 
 from .attention import ATTN_IMPLEMENTATION
-from .checks import dtype_name
 from .logprob import token_log_probs
+from .settings import ENGINE_DEVICE, RESPONSE_LOGITS, UNWRAPPED, dtype_name, enabled
 
-# config key -> environment variable every process of the job gets ("1" / "0")
-UNWRAPPED = "cpu_backend.unwrapped_single_rank"
-RESPONSE_LOGITS = "cpu_backend.response_logits_only"
-SETTINGS = {
-    UNWRAPPED: "COPO_CPU_UNWRAPPED_SINGLE_RANK",
-    RESPONSE_LOGITS: "COPO_CPU_RESPONSE_LOGITS_ONLY",
-}
-ENGINE_DEVICE = "cpu"
 _VERL_FSDP_ENGINE = "verl.workers.engine.fsdp.transformer_impl"
 _KEPT = "copo_kept_positions"  # output_args key: the positions whose logits were computed
-
-
-def enabled(key: str) -> bool:
-    """Whether the job config set ``key`` (one of :data:`SETTINGS`) to true."""
-    return os.environ.get(SETTINGS[key], "0").strip() == "1"
 
 
 def _fp32(engine: Any) -> bool:

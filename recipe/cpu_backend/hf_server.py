@@ -158,7 +158,8 @@ class HFRolloutServer:
         path = self.model_config.local_path or self.model_config.path
 
         def load() -> torch.nn.Module:
-            from . import attention, worker_threads
+            from . import attention
+            from .settings import worker_threads
 
             attention.register()  # also where install() did not run in this process
             if self.device == "cpu":

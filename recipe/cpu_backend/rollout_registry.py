@@ -1,6 +1,6 @@
 """Registers the ``hf`` rollout (``hf_server.HFReplica`` + ``adapter.HFServerAdapter``) in verl.
 
-On CPU, :func:`recipe.cpu_backend.install` calls :func:`register` in every process. On a GPU, where
+On CPU, ``recipe.cpu_backend.activation.install`` calls :func:`register` in every process. On a GPU, where
 the CPU backend stays off, a run with ``actor_rollout_ref.rollout.name=hf`` gets it from
 :func:`use_hf_rollout`, which ``recipe.copo.main_copo`` calls before Ray starts: it registers the
 rollout in the driver and adds ``hf_plugin`` to ``VERL_USE_EXTERNAL_MODULES`` of every Ray worker
@@ -11,13 +11,15 @@ Importing this module does nothing.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
+
+from .job_env import PROJECT_ROOT, python_path, with_module
+
+__all__ = ["PLUGIN_MODULE", "PROJECT_ROOT", "ROLLOUT_NAME", "register", "use_hf_rollout", "worker_env"]
 
 ROLLOUT_NAME = "hf"
 _PACKAGE = __name__.rsplit(".", 1)[0]
 PLUGIN_MODULE = f"{_PACKAGE}.hf_plugin"
-PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
 
 
 def register() -> None:
@@ -39,12 +41,12 @@ def register() -> None:
 def worker_env(env_vars: dict[str, Any]) -> dict[str, str]:
     """``env_vars`` (a Ray runtime_env's) plus what makes every worker load this module."""
     merged = {k: str(v) for k, v in env_vars.items()}
-    modules = [m for m in merged.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]
-    merged["VERL_USE_EXTERNAL_MODULES"] = ",".join(
-        modules if PLUGIN_MODULE in modules else [*modules, PLUGIN_MODULE]
+    merged["VERL_USE_EXTERNAL_MODULES"] = with_module(
+        merged.get("VERL_USE_EXTERNAL_MODULES", ""), PLUGIN_MODULE
     )
-    paths = [p for p in merged.get("PYTHONPATH", os.environ.get("PYTHONPATH", "")).split(os.pathsep) if p]
-    merged["PYTHONPATH"] = os.pathsep.join(paths if PROJECT_ROOT in paths else [PROJECT_ROOT, *paths])
+    merged["PYTHONPATH"] = python_path(
+        {"PYTHONPATH": merged.get("PYTHONPATH", os.environ.get("PYTHONPATH", ""))}
+    )
     return merged
 
 

@@ -50,7 +50,7 @@ def roofline_gflops(model_dir: str | Path, tokens: int = 1024, repeats: int = 3)
     """fp32 GFLOP/s of one pass over the model's linear layers at ``tokens`` rows (best of ``repeats``).
 
     Uses this process's torch threads: set them as the trainer does first
-    (``recipe.cpu_backend.worker_threads``).
+    (``recipe.cpu_backend.settings.worker_threads``).
     """
     import torch
 

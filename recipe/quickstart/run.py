@@ -29,8 +29,9 @@ import time
 from pathlib import Path
 
 from recipe import proc as procs
-from recipe.cpu_backend import worker_threads
+from recipe.cpu_backend.job_env import cpu_job_env
 from recipe.cpu_backend.roofline import roofline_gflops
+from recipe.cpu_backend.settings import worker_threads
 from recipe.quickstart.report import (
     SCORE_KEY,
     STEP_TIME_KEY,
@@ -115,23 +116,6 @@ def trainer_command(args: argparse.Namespace, extra: list[str]) -> list[str]:
     return [sys.executable, "-m", "recipe.copo.main_copo", *build_overrides(args, extra)]
 
 
-def trainer_env() -> dict[str, str]:
-    """Environment of the trainer process: offline, and the CPU backend in place before verl starts."""
-    env = dict(os.environ)
-    env.setdefault("HF_HUB_OFFLINE", "1")
-    env.setdefault("TRANSFORMERS_OFFLINE", "1")
-    env.setdefault("WANDB_MODE", "disabled")
-    env.setdefault("TOKENIZERS_PARALLELISM", "false")
-    env.setdefault("PYTHONUNBUFFERED", "1")
-    # The CPU backend must be in place before verl resolves its platform in the driver.
-    env["VERL_PLATFORM"] = "cpu"
-    env["VERL_USE_EXTERNAL_MODULES"] = "recipe.cpu_backend"
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
-    if env.get("CUDA_VISIBLE_DEVICES") == "":
-        del env["CUDA_VISIBLE_DEVICES"]
-    return env
-
-
 def machine_speed(model: str) -> float:
     """The roofline (fp32 matmul GFLOP/s at the model's shapes, the trainer's threads), quickly."""
     import torch
@@ -170,7 +154,6 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     log_path = out / "train.log"
     cmd = trainer_command(args, extra)
     (out / "command.txt").write_text(" ".join(cmd) + "\n")
-    env = trainer_env()
 
     print(f"[{args.label}] training log: {log_path}", flush=True)
     roofline_start = machine_speed(args.model)
@@ -189,7 +172,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         open(log_path, "w") as log,
         procs.stop_signals_forwarded(children, grace_s=STOP_GRACE_S, child_signal=STOP_SIGNAL),
     ):
-        trainer = procs.start_group(cmd, cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        trainer = procs.start_group(cmd, cwd=REPO_ROOT, env=cpu_job_env(), stdout=log, stderr=subprocess.STDOUT)
         children.append(trainer)
         while True:
             done = trainer.poll() is not None

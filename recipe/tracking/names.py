@@ -1,4 +1,5 @@
-"""Every metric name the project writes or reads, in one place.
+"""Every metric name the project writes or reads, in one place: verl's, and the recipe's built from the
+keys that ``copo_core`` exports where it computes them (``copo_core.metrics``, ``copo_core.gcpo``).
 
 verl's own names come from ``verl/trainer/ppo/metric_utils.py`` and the v1 trainer; the recipe adds
 three prefixes, written by ``recipe/copo/step.py`` (and ``recipe/copo/trainer.py`` for verl's estimators):
@@ -11,6 +12,9 @@ three prefixes, written by ``recipe/copo/step.py`` (and ``recipe/copo/trainer.py
 """
 
 from __future__ import annotations
+
+from copo_core import gcpo as _gcpo
+from copo_core import metrics as _core
 
 COPO_PREFIX = "copo/"
 GCPO_PREFIX = "gcpo/"
@@ -29,16 +33,19 @@ FILTER_GROUPS_DISCARDED = (
     "training/filter_groups/discarded_surplus_samples",
 )
 
-# the recipe
-COPO_ENTROPY_MEAN = COPO_PREFIX + "entropy_mean"
-COPO_LOCAL_WEIGHT_MEAN = COPO_PREFIX + "local_weight_mean"
-COPO_FRAC_NONZERO_ADV = COPO_PREFIX + "frac_nonzero_adv"
-SIGNAL_FRAC_NONZERO_ADV = SIGNAL_PREFIX + "frac_nonzero_adv"
-SIGNAL_FRAC_ALL_CORRECT = SIGNAL_PREFIX + "frac_groups_all_correct"
-SIGNAL_FRAC_ALL_WRONG = SIGNAL_PREFIX + "frac_groups_all_wrong"
-SIGNAL_FRAC_ZERO_VARIANCE = SIGNAL_PREFIX + "frac_groups_zero_variance"
-SIGNAL_NUM_RESPONSES = SIGNAL_PREFIX + "num_responses"
-SIGNAL_NUM_GROUPS = SIGNAL_PREFIX + "num_groups"
+# the recipe: each name is a prefix and the key its copo_core function returns
+COPO_KEYS = tuple(COPO_PREFIX + key for key in _core.COPO_METRIC_KEYS)
+SIGNAL_KEYS = tuple(SIGNAL_PREFIX + key for key in _core.SIGNAL_METRIC_KEYS)
+GCPO_KEYS = tuple(GCPO_PREFIX + key for key in _gcpo.GCPO_METRIC_KEYS)
+COPO_ENTROPY_MEAN = COPO_PREFIX + _core.ENTROPY_MEAN
+COPO_LOCAL_WEIGHT_MEAN = COPO_PREFIX + _core.LOCAL_WEIGHT_MEAN
+COPO_FRAC_NONZERO_ADV = COPO_PREFIX + _core.FRAC_NONZERO_ADV
+SIGNAL_FRAC_NONZERO_ADV = SIGNAL_PREFIX + _core.FRAC_NONZERO_ADV
+SIGNAL_FRAC_ALL_CORRECT = SIGNAL_PREFIX + _core.FRAC_GROUPS_ALL_CORRECT
+SIGNAL_FRAC_ALL_WRONG = SIGNAL_PREFIX + _core.FRAC_GROUPS_ALL_WRONG
+SIGNAL_FRAC_ZERO_VARIANCE = SIGNAL_PREFIX + _core.FRAC_GROUPS_ZERO_VARIANCE
+SIGNAL_NUM_RESPONSES = SIGNAL_PREFIX + _core.NUM_RESPONSES
+SIGNAL_NUM_GROUPS = SIGNAL_PREFIX + _core.NUM_GROUPS
 
 
 def prefixed(prefix: str, metrics: dict[str, float]) -> dict[str, float]:

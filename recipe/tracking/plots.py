@@ -9,7 +9,7 @@ Example::
 ``--run NAME=PATH``: training metrics, a JSONL file, an event file or a folder holding either;
 its ``val-core/<data_source>/acc/mean@N`` curves (verl's validation during training) and its
 ``copo/*`` diagnostics are drawn. ``--study STEPS_CSV``: the CPU study's figures
-(``study_accuracy.png``, ``study_signal.png``; see scripts/study_cpu.py). ``--eval NAME=PATH``: a summary.csv of scripts/evaluate.py
+(``study_accuracy.png``, ``study_signal.png``, drawn by ``recipe.study.plots``; see scripts/study_cpu.py). ``--eval NAME=PATH``: a summary.csv of scripts/evaluate.py
 (or its --out folder); its mean@k / maj@k per step are drawn. A run keeps one colour in all
 figures. Writes ``accuracy.png`` (one panel per dataset), ``accuracy_<dataset>.png`` and
 ``copo_diagnostics.png``.
@@ -213,13 +213,19 @@ def _read_all(
     return out
 
 
-def main(argv: list[str] | None = None) -> list[Path]:
+# plot_study(steps_csv, out_dir, setup_matplotlib) -> written files (recipe.study.plots.plot_study)
+StudyPlotter = Callable[[str, str, Callable], list[Path]]
+
+
+def main(argv: list[str] | None = None, *, study_plotter: StudyPlotter | None = None) -> list[Path]:
+    """The ``plot_run.py`` command line. ``--study`` draws with ``study_plotter``, which the caller
+    hands in (scripts/plot_run.py: ``recipe.study.plots.plot_study``): tracking imports no study code."""
     args = build_parser().parse_args(argv)
     if args.study:
-        from recipe.study.plots import plot_study
-
+        if study_plotter is None:
+            raise SystemExit("plot_run.py: error: --study: no study plotter given (run scripts/plot_run.py)")
         try:
-            written = plot_study(args.study, args.out, _setup_matplotlib)
+            written = study_plotter(args.study, args.out, _setup_matplotlib)
         except (FileNotFoundError, ValueError) as err:
             raise SystemExit(f"plot_run.py: error: --study: {err}") from err
         for path in written:

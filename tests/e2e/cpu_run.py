@@ -9,6 +9,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from recipe.cpu_backend.job_env import cpu_job_env
 from tests.paths import REPO
 
 REPO_ROOT = REPO
@@ -40,23 +41,13 @@ def write_prompt_parquet(path: Path, rows: int, *, seed: int = 0) -> Path:
 
 
 def cpu_env() -> dict[str, str]:
-    """Environment of a trainer subprocess: offline, single-threaded BLAS (the machine is shared)."""
-    env = dict(os.environ)
-    env.update(
-        {
-            "OMP_NUM_THREADS": "1",
-            "MKL_NUM_THREADS": "1",
-            "HF_HUB_OFFLINE": "1",
-            "TRANSFORMERS_OFFLINE": "1",
-            "WANDB_MODE": "disabled",
-            "TOKENIZERS_PARALLELISM": "false",
-            "RAY_DEDUP_LOGS": "0",
-            "PYTHONUNBUFFERED": "1",
-        }
-    )
-    # Ray's logical GPU (the CPU worker slot) is refused when CUDA_VISIBLE_DEVICES is "".
+    """Environment of a trainer subprocess: the project's CPU job environment (offline, one thread per
+    process: the machine is shared), as a user's plain command gets it (main_copo selects the CPU backend
+    itself), with Ray's logs undeduplicated."""
+    env = cpu_job_env(threads=1, platform=False)
+    env["RAY_DEDUP_LOGS"] = "0"
+    # CPU tests: no GPU is named to Ray (and an empty value would make Ray refuse its logical GPU).
     env.pop("CUDA_VISIBLE_DEVICES", None)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
     return env
 
 

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from recipe.cpu_backend.job_env import cpu_job_env
 from recipe.study.driver import METRICS, Job
 from recipe.study.methods import METHODS
 from recipe.study.testbed.build import Testbed
@@ -66,18 +67,8 @@ def run_overrides(testbed: Testbed, method: str, seed: int, out: Path, steps: in
 
 
 def run_env() -> dict[str, str]:
-    """Environment of a run: one thread, offline, the CPU backend."""
-    return {
-        "OMP_NUM_THREADS": str(THREADS),
-        "COPO_CPU_THREADS": str(THREADS),
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "WANDB_MODE": "disabled",
-        "TOKENIZERS_PARALLELISM": "false",
-        "PYTHONUNBUFFERED": "1",
-        "VERL_PLATFORM": "cpu",
-        "VERL_USE_EXTERNAL_MODULES": "recipe.cpu_backend",
-    }
+    """What a run adds to the driver's environment: one thread, offline, the CPU backend (``cpu_job_env``)."""
+    return cpu_job_env({}, threads=THREADS)
 
 
 def make_jobs(

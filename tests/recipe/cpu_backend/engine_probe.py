@@ -74,8 +74,8 @@ def _batch(vocab: int, adv_sign: float):
 
 
 def run(spec: dict, out_path: str) -> None:
-    from recipe.cpu_backend import activate
-    from recipe.cpu_backend.engine import RESPONSE_LOGITS, SETTINGS, UNWRAPPED
+    from recipe.cpu_backend.activation import activate
+    from recipe.cpu_backend.settings import RESPONSE_LOGITS, SETTINGS, UNWRAPPED
 
     os.environ[SETTINGS[UNWRAPPED]] = "1" if spec["unwrapped"] else "0"
     os.environ[SETTINGS[RESPONSE_LOGITS]] = "1" if spec["response_logits"] else "0"

@@ -8,8 +8,8 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-import recipe.cpu_backend as cpu_backend
-from recipe.cpu_backend import patches
+from recipe.cpu_backend import activation, patches, settings
+from recipe.verl_pin import REQUIRED_VERL_FILE, check_verl_version
 
 
 @pytest.fixture
@@ -43,10 +43,10 @@ def clean_platform(monkeypatch: pytest.MonkeyPatch):
 def test_version_check_accepts_pinned_and_names_it_when_wrong() -> None:
     import verl
 
-    pinned = (cpu_backend.REQUIRED_VERL_FILE.read_text().split("verl==", 1)[1]).split()[0]
-    assert cpu_backend.check_verl_version() == verl.__version__ == pinned
+    pinned = (REQUIRED_VERL_FILE.read_text().split("verl==", 1)[1]).split()[0]
+    assert check_verl_version() == verl.__version__ == pinned
     with pytest.raises(RuntimeError, match=rf"verl=={pinned} only, but verl 0\.8\.0 is installed"):
-        cpu_backend.check_verl_version("0.8.0")
+        check_verl_version("0.8.0")
 
 
 def test_activate_sets_env_config_and_platform(clean_platform, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -63,11 +63,11 @@ def test_activate_sets_env_config_and_platform(clean_platform, monkeypatch: pyte
         }
     )
     OmegaConf.set_struct(config, True)
-    out = cpu_backend.activate(config)
+    out = activation.activate(config)
     assert out is config and out.trainer.device == "cpu"
     env_vars = out.ray_kwargs.ray_init.runtime_env.env_vars
     assert env_vars.FOO == "1"  # the user's own env vars survive
-    assert env_vars.VERL_USE_EXTERNAL_MODULES == "my_plugin,recipe.cpu_backend"
+    assert env_vars.VERL_USE_EXTERNAL_MODULES == "my_plugin,recipe.cpu_backend.plugin"
     assert env_vars.VERL_PLATFORM == "cpu" and env_vars.VERL_ENGINE_DEVICE == "cpu"
     assert env_vars.COPO_CPU_UNWRAPPED_SINGLE_RANK == "0"  # no cpu_backend section: verl's FSDP2 engine
     assert env_vars.COPO_CPU_RESPONSE_LOGITS_ONLY == "0"
@@ -81,7 +81,7 @@ def test_activate_sets_env_config_and_platform(clean_platform, monkeypatch: pyte
     free, total = dev.mem_get_info()
     assert 0 < free <= total
     torch.testing.assert_close(dev.get_rng_state(), torch.get_rng_state())
-    assert cpu_backend.activate(None) is None
+    assert activation.activate(None) is None
 
 
 def test_registries_point_at_the_hf_rollout() -> None:
@@ -93,7 +93,7 @@ def test_registries_point_at_the_hf_rollout() -> None:
     from recipe.cpu_backend.hf_server import HFReplica
     from recipe.cpu_backend.platform import CPUPlatform
 
-    cpu_backend.install()
+    activation.install()
     assert PlatformRegistry.get("cpu") is CPUPlatform
     assert get_rollout_class("hf", "async") is HFServerAdapter
     assert get_rollout_replica_class("hf") is HFReplica
@@ -145,14 +145,14 @@ def test_worker_threads_one_pool_per_process(monkeypatch: pytest.MonkeyPatch) ->
     """Every process of a CPU job gets the cores as intra-op threads and one inter-op thread."""
     monkeypatch.delenv("COPO_CPU_THREADS", raising=False)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    assert cpu_backend.worker_threads() == (len(os.sched_getaffinity(0)), 1)
+    assert settings.worker_threads() == (len(os.sched_getaffinity(0)), 1)
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
-    assert cpu_backend.worker_threads() == (3, 1)
+    assert settings.worker_threads() == (3, 1)
     monkeypatch.setenv("COPO_CPU_THREADS", "1")  # wins over OMP_NUM_THREADS
-    assert cpu_backend.worker_threads() == (1, 1)
+    assert settings.worker_threads() == (1, 1)
     monkeypatch.setenv("COPO_CPU_THREADS", "two")
     with pytest.raises(ValueError, match="COPO_CPU_THREADS='two'"):
-        cpu_backend.worker_threads()
+        settings.worker_threads()
 
 
 def test_activate_passes_the_threads_to_every_ray_worker(
@@ -162,7 +162,7 @@ def test_activate_passes_the_threads_to_every_ray_worker(
     threads = torch.get_num_threads()
     try:
         config = OmegaConf.create({"trainer": {"device": "cpu"}})
-        env_vars = cpu_backend.activate(config).ray_kwargs.ray_init.runtime_env.env_vars
+        env_vars = activation.activate(config).ray_kwargs.ray_init.runtime_env.env_vars
         assert env_vars.COPO_CPU_THREADS == env_vars.OMP_NUM_THREADS == env_vars.MKL_NUM_THREADS == "1"
         assert env_vars.TQ_NUM_THREADS == "1"  # TransferQueue resets torch's threads to this
         assert torch.get_num_threads() == 1  # applied to this process too
@@ -172,12 +172,12 @@ def test_activate_passes_the_threads_to_every_ray_worker(
 
 @pytest.mark.parametrize(("value", "env"), [(True, "1"), (False, "0")])
 def test_activate_passes_the_engine_settings_to_every_ray_worker(clean_platform, value: bool, env: str) -> None:
-    from recipe.cpu_backend.engine import RESPONSE_LOGITS, SETTINGS, UNWRAPPED
+    from recipe.cpu_backend.settings import RESPONSE_LOGITS, SETTINGS, UNWRAPPED
 
     config = OmegaConf.create(
         {"trainer": {"device": "cpu"}, "cpu_backend": {"unwrapped_single_rank": value}}
     )
-    env_vars = cpu_backend.activate(config).ray_kwargs.ray_init.runtime_env.env_vars
+    env_vars = activation.activate(config).ray_kwargs.ray_init.runtime_env.env_vars
     assert env_vars[SETTINGS[UNWRAPPED]] == os.environ[SETTINGS[UNWRAPPED]] == env
     assert env_vars[SETTINGS[RESPONSE_LOGITS]] == "0"  # absent: off
 
@@ -192,4 +192,4 @@ def test_activate_refuses_a_wasted_reference_pass(clean_platform) -> None:
         }
     )
     with pytest.raises(CpuConfigError, match="kl_loss_coef=0"):
-        cpu_backend.activate(config)
+        activation.activate(config)

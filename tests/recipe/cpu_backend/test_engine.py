@@ -24,7 +24,7 @@ import torch
 from omegaconf import OmegaConf
 
 from recipe.cpu_backend.checks import CpuConfigError, check_cpu_config
-from recipe.cpu_backend.engine import RESPONSE_LOGITS, UNWRAPPED
+from recipe.cpu_backend.settings import RESPONSE_LOGITS, UNWRAPPED
 from tests.paths import REPO as REPO_ROOT
 from tests.recipe.cpu_backend.cpu_config import cpu_config
 from tests.recipe.cpu_backend.engine_probe import MICRO_BATCH, PROMPT_LENS, RESPONSE_LENS
@@ -157,7 +157,7 @@ def test_engine_registration_waits_for_verls_engine_module() -> None:
     """install() adds no import: the engines register when verl's FSDP engine module is imported."""
     code = (
         "import os, sys; os.environ['VERL_PLATFORM'] = 'cpu'\n"
-        "import recipe.cpu_backend as b\n"
+        "import recipe.cpu_backend.plugin\n"
         "from recipe.cpu_backend import engine\n"
         "assert 'verl.workers.engine.fsdp.transformer_impl' not in sys.modules\n"
         "assert not engine.ENGINES\n"

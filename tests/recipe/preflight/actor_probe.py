@@ -23,7 +23,7 @@ import torch
 def run(spec: dict, out_path: str) -> None:
     from verl.workers.utils.padding import no_padding_2_padding
 
-    from recipe.cpu_backend import activate
+    from recipe.cpu_backend.activation import activate
     from recipe.preflight import measure
     from recipe.preflight.actor import Actor, Workload, make_batch, one_rank
     from recipe.preflight.run_config import run_config

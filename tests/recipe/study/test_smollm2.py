@@ -8,12 +8,14 @@ import csv
 import json
 import statistics
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from recipe.quickstart import run as qs
 from recipe.study import smollm2 as study
+from recipe.study.plots import plot_study
 from recipe.tracking import plots as plot_run
 from tests.paths import REPO
 
@@ -180,10 +182,29 @@ def test_summaries_against_hand_computed_values(tmp_path: Path) -> None:
     grpo_step2 = next(r for r in steps if r["run"] == "grpo-s0" and r["step"] == "2")
     assert float(grpo_step2["train_wall_s"]) == 30.0 and float(grpo_step2["val_acc"]) == pytest.approx(0.4)
 
-    written = plot_run.main(["--study", str(tmp_path / "docs" / "steps.csv"), "--out", str(tmp_path / "fig")])
+    written = plot_run.main(
+        ["--study", str(tmp_path / "docs" / "steps.csv"), "--out", str(tmp_path / "fig")],
+        study_plotter=plot_study,
+    )
     assert [p.name for p in written] == ["study_accuracy.png", "study_signal.png"]
     for path in written:
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000
+    # the command line wires the study's plotter in
+    cli = subprocess.run(
+        [
+            sys.executable,
+            "scripts/plot_run.py",
+            "--study",
+            str(tmp_path / "docs" / "steps.csv"),
+            "--out",
+            str(tmp_path / "cli"),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert cli.returncode == 0, cli.stderr
+    assert sorted(p.name for p in (tmp_path / "cli").iterdir()) == ["study_accuracy.png", "study_signal.png"]
 
 
 def test_study_curves_align_seeds_by_step() -> None:
@@ -206,11 +227,13 @@ def test_study_curves_align_seeds_by_step() -> None:
 
 def test_study_plot_errors_name_the_problem(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match="study_cpu.py summarize"):
-        plot_run.main(["--study", str(tmp_path / "missing.csv"), "--out", str(tmp_path)])
+        plot_run.main(
+            ["--study", str(tmp_path / "missing.csv"), "--out", str(tmp_path)], study_plotter=plot_study
+        )
     bad = tmp_path / "bad.csv"
     bad.write_text("a,b\n1,2\n")
     with pytest.raises(SystemExit, match="missing columns"):
-        plot_run.main(["--study", str(bad), "--out", str(tmp_path)])
+        plot_run.main(["--study", str(bad), "--out", str(tmp_path)], study_plotter=plot_study)
 
 
 def test_shell_wrapper_help_and_dry_run() -> None:

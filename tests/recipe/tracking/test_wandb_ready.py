@@ -101,7 +101,7 @@ def test_main_copo_fails_before_ray_starts(no_wandb_credentials: Path, monkeypat
 
     started: list[str] = []
     monkeypatch.setattr(ray, "init", lambda *a, **k: started.append("ray.init"))
-    monkeypatch.setattr("recipe.cpu_backend.activate", lambda *a, **k: started.append("cpu_backend"))
+    monkeypatch.setattr("recipe.cpu_backend.activation.activate", lambda *a, **k: started.append("cpu_backend"))
     config = compose(["trainer.logger=[console,wandb]", "trainer.device=cpu"], config_name="copo_cpu")
     with pytest.raises(RuntimeError, match="trainer.logger includes 'wandb'"):
         main_copo.run_copo(config)

@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import shlex
@@ -22,27 +21,15 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
+from recipe import verl_pin
+from recipe.copo import validate_job
 from tests.paths import REPO
 
 ROOT = REPO
 CLUSTER = ROOT / "scripts" / "cluster"
-
-
-def _load(name: str, path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-validate_job = _load("copo_cluster_validate_job", CLUSTER / "validate_job.py")
-check_env = _load("copo_cluster_check_env", CLUSTER / "check_env.py")
 
 
 def run(
@@ -491,18 +478,25 @@ def test_worker_dry_run_command() -> None:
 
 
 def test_check_env_pin(tmp_path: Path) -> None:
+    """scripts/cluster/check_env.py, run as every node runs it (it must work before the project is
+    installed, so it loads recipe/verl_pin.py, the one reader of the pin, by path)."""
+
+    def check_env(*args: str) -> int:
+        return subprocess.run(
+            [sys.executable, str(CLUSTER / "check_env.py"), *args], capture_output=True, text=True, timeout=120
+        ).returncode
+
     pin_file = tmp_path / "REQUIRED_VERL.txt"
     pin_file.write_text("# a comment naming 1.2.3 is ignored\nverl==0.9.1\n")
-    # check_env reads the pin with the project's one reader (recipe/verl_pin.py), loaded by path
-    assert Path(check_env.verl_pin.__file__) == ROOT / "recipe" / "verl_pin.py"
-    assert check_env.verl_pin.required_verl(pin_file) == "0.9.1"
-    assert check_env.main(["--required-file", str(pin_file)]) == 0  # this venv has verl 0.9.1
+    assert verl_pin.required_verl(pin_file) == "0.9.1"
+    assert check_env("--required-file", str(pin_file)) == 0  # this venv has verl 0.9.1
     pin_file.write_text("verl==0.0.1\n")
-    assert check_env.main(["--required-file", str(pin_file)]) == 1
+    assert check_env("--required-file", str(pin_file)) == 1
     pin_file.write_text("# no pin here\nverl>=0.9\n")
-    assert check_env.main(["--required-file", str(pin_file)]) == 2
-    assert check_env.main(["--required-file", str(tmp_path / "missing.txt")]) == 2
-    assert check_env.verl_pin.required_verl(ROOT / "recipe" / "copo" / "REQUIRED_VERL.txt") == "0.9.1"
+    assert check_env("--required-file", str(pin_file)) == 2
+    assert check_env("--required-file", str(tmp_path / "missing.txt")) == 2
+    assert verl_pin.required_verl(ROOT / "recipe" / "copo" / "REQUIRED_VERL.txt") == "0.9.1"
+    assert '"recipe" / "verl_pin.py"' in (CLUSTER / "check_env.py").read_text()
 
 
 # ---------------------------------------------------------------------------------------------

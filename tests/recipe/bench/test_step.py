@@ -1,27 +1,21 @@
-"""scripts/bench_step.py: its FLOP accounting and its plain-only mode (the day's speed in plain work)."""
+"""recipe.bench.step (scripts/bench_step.py): its FLOP accounting and its plain-only mode (the day's speed in
+plain work, run through the command line)."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
 
 import pytest
 
+from recipe.bench.step import phase_flops
 from tests.paths import REPO
 from tests.tiny_model import build_tiny_qwen2
 
 
-def _bench_step():
-    spec = importlib.util.spec_from_file_location("bench_step", REPO / "scripts" / "bench_step.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_useful_flops_count_the_lm_head_at_response_positions_only() -> None:
-    flops = _bench_step().phase_flops(params=100, head=30, rows=2, prompt_len=5.0, resp_len=3.0)
+    flops = phase_flops(params=100, head=30, rows=2, prompt_len=5.0, resp_len=3.0)
     forward = 2 * 70 * 2 * (5 + 3) + 2 * 30 * 2 * 3  # body at every token, head at the 3 response tokens
     assert flops["gen"] == flops["old_log_prob"] == flops["ref"] == forward
     assert flops["update_actor"] == 3 * forward

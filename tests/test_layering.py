@@ -1,0 +1,295 @@
+"""The layering rule of docs/ARCHITECTURE.md, enforced on every import of the repository.
+
+Every ``.py`` file of ``copo_core``, ``recipe``, ``data_prep``, ``scripts`` and ``tests`` is parsed
+with ``ast``; every import statement counts, those inside functions included. The rule is read from
+the document's table ("component | may import"), so the document and the check cannot drift:
+
+1. no import cycle between our modules;
+2. each module imports, of our code, only its own component and what its row allows;
+3. nothing imports ``scripts``, and no test loads a script by file path.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+import pytest
+
+from tests.paths import REPO
+
+TOPS = ("copo_core", "recipe", "data_prep", "scripts", "tests")
+DOC = REPO / "docs" / "ARCHITECTURE.md"
+ANY = "any component but `scripts`"  # the may-import cell of scripts and tests
+
+
+# ----------------------------------------------------------------------------- the import graph
+def module_files(root: Path) -> dict[str, Path]:
+    """Dotted module name -> file, for every ``.py`` file of our top-level folders."""
+    files = {}
+    for top in TOPS:
+        for path in sorted((root / top).rglob("*.py")):
+            parts = path.relative_to(root).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            files[name] = path
+    return files
+
+
+def _absolute(module: str, is_package: bool, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    base = module.split(".") if is_package else module.split(".")[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join([*base, *([node.module] if node.module else [])])
+
+
+def _known(name: str, modules: Iterable[str]) -> str | None:
+    """The longest prefix of ``name`` that is one of our modules (``a.b.func`` -> ``a.b``)."""
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def import_edges(root: Path) -> dict[str, dict[str, int]]:
+    """``{importer: {imported module: line}}`` over our modules, explicit imports only.
+
+    ``from pkg import name`` counts as an import of ``pkg.name`` when that is a module, else of ``pkg``.
+    """
+    files = module_files(root)
+    edges: dict[str, dict[str, int]] = {name: {} for name in files}
+    for name, path in files.items():
+        is_package = path.name == "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = _absolute(name, is_package, node)
+                targets = [f"{base}.{alias.name}" for alias in node.names] or [base]
+            else:
+                continue
+            for target in targets:
+                known = _known(target, files)
+                if known and known != name:
+                    edges[name].setdefault(known, node.lineno)
+    return edges
+
+
+def runtime_edges(edges: dict[str, dict[str, int]]) -> dict[str, set[str]]:
+    """The explicit edges plus the package ``__init__`` each import runs first (``import a.b.c`` runs
+    ``a`` and ``a.b``), except the importer's own enclosing packages: those are already importing."""
+    graph = {name: set(targets) for name, targets in edges.items()}
+    for name, targets in edges.items():
+        own = {".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)}
+        for target in targets:
+            parts = target.split(".")
+            for i in range(1, len(parts)):
+                parent = ".".join(parts[:i])
+                if parent in edges and parent not in own and parent != name:
+                    graph[name].add(parent)
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative): each holds a cycle."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+    counter = 0
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    cycles.append(sorted(component))
+    return cycles
+
+
+# ----------------------------------------------------------------------------- the rule, from the doc
+def layering_table(doc: Path = DOC) -> dict[str, set[str] | None]:
+    """``{component: allowed components}`` from the document's "component | may import" table;
+    None for ``scripts`` and ``tests`` (any component but ``scripts``)."""
+    text = doc.read_text()
+    section = text.split("## Layering", 1)[1].split("\n## ", 1)[0]
+    table: dict[str, set[str] | None] = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 2 or not cells[0].startswith("`"):
+            continue
+        component = re.findall(r"`([^`]+)`", cells[0])[0]
+        allowed = cells[1]
+        table[component] = None if allowed == ANY else set(re.findall(r"`([^`]+)`", allowed))
+    return table
+
+
+def component_of(module: str, table: dict[str, set[str] | None]) -> str | None:
+    """The most specific component holding ``module`` (a component ``a.b`` holds ``a.b`` and ``a.b.*``)."""
+    matches = [c for c in table if module == c or module.startswith(c + ".")]
+    return max(matches, key=len) if matches else None
+
+
+EDGES = import_edges(REPO)
+TABLE = layering_table()
+
+
+def test_the_table_names_real_components_and_is_itself_acyclic() -> None:
+    assert {"copo_core", "recipe.copo", "recipe.copo.actor_loss", "scripts", "tests"} <= set(TABLE)
+    for component, allowed in TABLE.items():
+        assert any(m == component or m.startswith(component + ".") for m in EDGES), (
+            f"{component}: no such module"
+        )
+        for other in allowed or ():
+            assert other in TABLE, f"{component} may import {other}, which is not a component of the table"
+            assert other != "scripts", f"{component} may not import scripts"
+    declared = {c: set(a) if a is not None else set(TABLE) - {"scripts", c} for c, a in TABLE.items()}
+    assert import_cycles(declared) == [], "the rule itself must not allow a cycle"
+
+
+def test_every_module_belongs_to_a_component() -> None:
+    """A new package fails here until docs/ARCHITECTURE.md gives it a row."""
+    unplaced = [m for m in EDGES if m != "recipe" and component_of(m, TABLE) is None]
+    assert not unplaced, "add these to the table in docs/ARCHITECTURE.md: " + ", ".join(unplaced)
+    # the bare root package is not a component: it must stay empty (no code, no imports)
+    root = ast.parse((REPO / "recipe" / "__init__.py").read_text())
+    assert all(isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant) for n in root.body)
+
+
+def test_every_import_follows_the_layering_rule() -> None:
+    wrong = []
+    for importer, targets in EDGES.items():
+        if importer == "recipe":
+            continue
+        source = component_of(importer, TABLE)
+        allowed = TABLE[source]
+        for target, line in targets.items():
+            dest = component_of(target, TABLE)
+            if dest == source:
+                continue
+            ok = dest != "scripts" if allowed is None else dest in allowed
+            if not ok:
+                path = module_files(REPO)[importer].relative_to(REPO)
+                wrong.append(f"{path}:{line}: {importer} ({source}) imports {target} ({dest})")
+    assert not wrong, "imports that break docs/ARCHITECTURE.md's layering rule:\n" + "\n".join(wrong)
+
+
+def test_no_import_cycles() -> None:
+    assert import_cycles(runtime_edges(EDGES)) == []
+
+
+def test_the_checks_catch_what_they_check(tmp_path: Path) -> None:
+    """The graph, the cycle finder and the rule can fail: a fabricated tree with a cycle, an upward
+    arrow (copo_core importing recipe) and a test importing a script."""
+    files = {
+        "copo_core/__init__.py": "",
+        "copo_core/a.py": "from recipe.tracking import names\n",
+        "recipe/__init__.py": "",
+        "recipe/tracking/names.py": "def f():\n    from recipe.tracking import plots\n",
+        "recipe/tracking/plots.py": "from . import names\n",
+        "scripts/run.py": "",
+        "tests/test_x.py": "import scripts.run\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    (tmp_path / "data_prep").mkdir()
+    edges = import_edges(tmp_path)
+    assert edges["copo_core.a"] == {"recipe.tracking.names": 1}
+    assert edges["recipe.tracking.names"] == {"recipe.tracking.plots": 2}  # inside a function: counted
+    assert import_cycles(runtime_edges(edges)) == [["recipe.tracking.names", "recipe.tracking.plots"]]
+    table = {"copo_core": set(), "recipe.tracking": {"copo_core"}, "scripts": None, "tests": None}
+    assert component_of("copo_core.a", table) == "copo_core"
+    assert component_of("recipe.tracking.names", table) == "recipe.tracking"
+    assert "recipe.tracking" not in table["copo_core"]  # the upward arrow above is refused by the rule
+    assert component_of(next(iter(edges["tests.test_x"])), table) == "scripts"
+
+
+# ----------------------------------------------------------------------------- scripts are leaves
+def _code_strings(tree: ast.AST) -> list[str]:
+    """String constants of a module, docstrings left out."""
+    docstrings = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
+            docstrings.add(id(body[0].value))
+    return [
+        n.value
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docstrings
+    ]
+
+
+LOADERS = {"spec_from_file_location", "run_path", "SourceFileLoader", "load_source"}
+
+
+def script_loaders(path: Path) -> list[int]:
+    """Lines of ``path`` that load a file by path, when the module also spells a path under scripts/
+    (directly in the call, or in a constant the call may read: ``CLUSTER = ROOT / "scripts" / ...``)."""
+    tree = ast.parse(path.read_text(), str(path))
+    mentions_scripts = any(s == "scripts" or s.startswith("scripts/") for s in _code_strings(tree))
+    calls = [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and (node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", ""))
+        in LOADERS
+    ]
+    return calls if mentions_scripts else []
+
+
+@pytest.mark.parametrize("top", ["tests", "recipe", "copo_core", "data_prep", "scripts"])
+def test_nothing_loads_a_script_by_path(top: str) -> None:
+    """No ``spec_from_file_location`` / ``run_path`` / ``SourceFileLoader`` of a file under scripts/:
+    a test exercises a command line by running it (a subprocess), and a module by importing it."""
+    found = [
+        f"{path.relative_to(REPO)}:{line}"
+        for path in sorted((REPO / top).rglob("*.py"))
+        if path != Path(__file__)
+        for line in script_loaders(path)
+    ]
+    assert not found, "scripts are command lines, not modules: " + ", ".join(found)
+
+
+def test_the_script_loader_check_can_fail(tmp_path: Path) -> None:
+    bad = tmp_path / "test_bad.py"
+    bad.write_text(
+        "import importlib.util\nfrom tests.paths import REPO\nSCRIPTS = REPO / 'scripts'\n"
+        "spec = importlib.util.spec_from_file_location('x', SCRIPTS / 'x.py')\n"
+    )
+    assert script_loaders(bad) == [4]
+    fine = tmp_path / "test_fine.py"
+    fine.write_text(
+        '"""Loads recipe/verl_pin.py (see scripts/)."""\nimport importlib.util\n'
+        "spec = importlib.util.spec_from_file_location('p', 'recipe/verl_pin.py')\n"
+    )
+    assert script_loaders(fine) == []

@@ -38,3 +38,29 @@ def test_cache_root_reads_copo_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: 
     monkeypatch.setenv(CACHE_ENV, "")  # empty means unset, as in the shell launchers' ${COPO_CACHE:-...}
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert cache_root() == tmp_path / "home" / ".cache" / "copo-verl"
+
+
+@pytest.mark.parametrize("launcher", ["scripts/quickstart.sh", "scripts/study_cpu.sh"])
+def test_the_shell_launchers_resolve_the_same_cache(
+    launcher: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The launchers compute the cache folder in bash before any Python runs (for the data folder) and
+    export it: their expression, evaluated by bash, gives what cache_root() gives, set and unset."""
+    import re
+    import subprocess
+
+    from tests.paths import REPO
+
+    line = next(s for s in (REPO / launcher).read_text().splitlines() if re.match(r"^CACHE=", s))
+    home = tmp_path / "home"
+    for value in (None, str(tmp_path / "c")):
+        env = {"HOME": str(home), "PATH": "/usr/bin:/bin"} | ({CACHE_ENV: value} if value else {})
+        got = subprocess.run(
+            ["bash", "-c", f'{line}; echo "$CACHE"'], env=env, capture_output=True, text=True
+        )
+        monkeypatch.setenv("HOME", str(home))
+        if value:
+            monkeypatch.setenv(CACHE_ENV, value)
+        else:
+            monkeypatch.delenv(CACHE_ENV, raising=False)
+        assert Path(got.stdout.strip()) == cache_root()

@@ -75,7 +75,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         torch.cuda.empty_cache()
     config, _ = run_config(spec["config"], model_dir, spec["overrides"], flash_attn=spec["flash_attn"])
     if device == "cpu":
-        from recipe.cpu_backend import activate
+        from recipe.cpu_backend.activation import activate
 
         activate(config)
     dtype = compute_dtype(config)

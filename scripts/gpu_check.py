@@ -4,6 +4,7 @@
     python scripts/gpu_check.py --config-name copo_qwen2.5_3b            # the paper's 3B run
     python scripts/gpu_check.py --config-name copo_qwen2.5_7b --skip-trainer
     python scripts/gpu_check.py --config-name copo_qwen2.5_3b --tiny     # CPU / CI: two narrow layers
+    python scripts/gpu_check.py --help                                    # every option (argparse)
 
 It builds random weights of the named run's model shape, builds the run's actor exactly as verl's
 actor worker builds it, and prints one table: the environment, COPO-vs-vanilla parity against the

@@ -46,7 +46,7 @@ def dtype_floor(dtype: torch.dtype) -> float:
     """The smallest difference worth calling a mismatch when the noise floor is 0 (a deterministic
     device): a few units of rounding of the compute dtype, since COPO's loss and verl's add the
     same terms in another order."""
-    return 8 * torch.finfo(dtype).eps
+    return 4 * torch.finfo(dtype).eps
 
 
 @dataclass

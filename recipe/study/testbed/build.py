@@ -26,6 +26,7 @@ from typing import Any
 from data_prep.schema import BOXED_INSTRUCTION
 from recipe.cache import cache_root as copo_cache_root
 from recipe.files import atomic_dir
+from recipe.study.testbed.mixed import MixedTaskSpec
 from recipe.study.testbed.model import ModelShape, build_model
 from recipe.study.testbed.sft import SFTSpec, train_sft
 from recipe.study.testbed.task import OPS, Problem, TaskSpec, make_splits, write_data
@@ -38,9 +39,14 @@ MANIFEST = "manifest.json"
 
 @dataclass(frozen=True)
 class TestbedSpec:
-    """Everything that determines the testbed's policy and data."""
+    """Everything that determines the testbed's policy and data.
 
-    task: TaskSpec = field(default_factory=TaskSpec)
+    ``task`` is v1's one-level-per-task :class:`TaskSpec` (the default: the committed 2026-11-24 study)
+    or v2's :class:`MixedTaskSpec` (levels mixed within each task; :data:`TESTBED_V2`). The two have
+    different fields, so they never share a cache key.
+    """
+
+    task: TaskSpec | MixedTaskSpec = field(default_factory=TaskSpec)
     model: ModelShape = field(default_factory=ModelShape)
     sft: SFTSpec = field(default_factory=SFTSpec)
 
@@ -109,8 +115,12 @@ def _build_into(spec: TestbedSpec, out: Path) -> dict[str, Any]:
     import torch
 
     started = time.monotonic()
-    splits = make_splits(spec.task)
-    write_data(splits, out / "data")
+    if isinstance(spec.task, MixedTaskSpec):
+        splits = spec.task.make_splits()
+        splits.write(out / "data")
+    else:
+        splits = make_splits(spec.task)
+        write_data(splits, out / "data")
     tokenizer = build_tokenizer(tokenizer_corpus())
     model = build_model(tokenizer, spec.model, spec.sft.seed)
     params = sum(p.numel() for p in model.parameters())

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from functools import cached_property, partial
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -47,6 +48,8 @@ class CopoTrainerMixin:
     * ``_compute_advantage``: COPO/GCPO on the driver (other estimators: verl's step), plus the
       ``signal/`` metrics for every estimator.
     * ``logger``: the Tracking object is teed to ``trainer.metrics_jsonl``.
+    * ``_update_actor``: with ``trainer.batch_dump_dir`` set, first saves the step batch the actor
+      will train on (:func:`dump_step_batch`).
     """
 
     config: DictConfig
@@ -90,6 +93,12 @@ class CopoTrainerMixin:
                 tracking, path, resume_step=int(getattr(self, "global_steps", 0) or 0)
             )
         self.__dict__["_copo_tracking"] = tracking
+
+    def _update_actor(self, batch: Any, metrics: dict) -> Any:
+        dump_dir = self.config.trainer.get("batch_dump_dir")
+        if dump_dir:
+            dump_step_batch(batch, Path(str(dump_dir)), int(getattr(self, "global_steps", 0)))
+        return super()._update_actor(batch, metrics)  # type: ignore[misc]
 
     def _compute_advantage(self, batch: Any, metrics: dict) -> Any:
         if str(self.config.algorithm.adv_estimator) in STEP_ESTIMATORS:
@@ -164,6 +173,38 @@ class CopoTrainerMixin:
             uids[keep],
         )
         return names.prefixed(names.SIGNAL_PREFIX, stats)
+
+
+def dump_step_batch(batch: Any, out_dir: Path, step: int) -> Path:
+    """Save the batch the actor is about to train on as ``<out_dir>/step_<step>.pt`` (a debugging aid).
+
+    Every field TransferQueue holds for the batch's rows (``input_ids``, ``responses``, ``old_log_probs``,
+    ``advantages``, the COPO fields, ...), each as a list of per-row 1-D tensors (verl's no-padding
+    layout), plus ``uid``, the reward extra info, the row keys and tags, the step and the batch's
+    ``extra_info``. ``tests/e2e/test_fast_parity.py`` replays it through the fast study trainer.
+    """
+    import transfer_queue as tq
+
+    data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id)
+    record: dict[str, Any] = {
+        "step": step,
+        "keys": list(batch.keys),
+        "tags": [dict(tag) for tag in batch.tags],
+        "extra_info": dict(batch.extra_info),
+    }
+    for name in list(data.keys()):
+        value = data.get(name)
+        if name == "extra_fields":
+            record["reward_extra_info"] = [_extra_info(row) for row in value.tolist()]
+        elif isinstance(value, torch.Tensor):
+            record[name] = [row.detach().clone() for row in value.unbind(0)]
+        else:
+            record[name] = value.tolist() if hasattr(value, "tolist") else value
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"step_{step}.pt"
+    torch.save(record, path)
+    log.info("dumped the step-%d batch to %s", step, path)
+    return path
 
 
 _TRAINER_CLASSES: dict[str, type] = {}

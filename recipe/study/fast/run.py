@@ -1,0 +1,232 @@
+"""One fast training run, with ``main_copo``'s command line::
+
+    python -m recipe.study.fast.run OUT_DIR --config-name testbed2_cpu [hydra overrides]
+
+The overrides are those a ``main_copo`` run would take; the config is composed and validated as
+``main_copo`` does (``recipe.copo.config_check.compose_and_validate``) and saved as
+``OUT_DIR/config.yaml``. The model and data paths, the seeds, the method and the workload are all
+read from it (:mod:`recipe.study.fast.settings`). One thread (``torch.set_num_threads(1)``): a run's
+numbers depend only on its config.
+
+Writes into ``OUT_DIR``:
+
+* ``metrics.jsonl``: one row per step (``recipe.tracking.jsonl`` format, verl's metric names where
+  verl has one: ``critic/score/mean``, ``signal/*``, ``actor/*``, ``val-core/<task>/acc/mean@n``),
+  plus the per-task group census of the generated groups (``groups/<task>/{all_correct,all_wrong,
+  zero_variance,accuracy,count}``) and the step's wall and CPU seconds (``perf/step_wall_s``,
+  ``perf/step_cpu_s``);
+* ``validation.npz``: ``steps`` (V,) and ``correct`` (V, P) correct samples per validation problem;
+* ``result.json``: wall and CPU seconds of the whole run, written last (a run without it did not finish).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from recipe.study.fast.dapo import StepSample, sample_step
+from recipe.study.fast.data import Prompt, data_order, load_prompts
+from recipe.study.fast.rollout import Group, rollout
+from recipe.study.fast.settings import FastSettings
+from recipe.study.fast.update import batch_from_groups, build_optimizer, response_log_probs, train_on_batch
+from recipe.study.fast.validate import seed_for, validate, validation_metrics
+from recipe.tracking import names
+
+CONFIG = "config.yaml"
+RESULT = "result.json"
+VALIDATION = "validation.npz"
+METRICS = "metrics.jsonl"
+# seed streams: the training rollout and validation sampling of a step never share random numbers
+ROLLOUT_STREAM, VALIDATION_STREAM = 1, 2
+
+
+def group_census(groups: Sequence[Group], prefix: str = "groups/") -> dict[str, float]:
+    """Per task (``data_source``) and over all: shares of all-correct, all-wrong and zero-variance groups."""
+    by_task: dict[str, list[Group]] = defaultdict(list)
+    for g in groups:
+        by_task[g.prompt.data_source].append(g)
+        by_task["all"].append(g)
+    out: dict[str, float] = {}
+    for task, mine in by_task.items():
+        n = len(mine)
+        key = f"{prefix}{task}/"
+        out[key + "count"] = float(n)
+        out[key + "all_correct"] = sum(all(s > 0 for s in g.scores) for g in mine) / n
+        out[key + "all_wrong"] = sum(not any(s > 0 for s in g.scores) for g in mine) / n
+        out[key + "zero_variance"] = sum(g.zero_variance for g in mine) / n
+        out[key + "accuracy"] = float(np.mean([s > 0 for g in mine for s in g.scores]))
+    return out
+
+
+class FastRun:
+    """The state of one run: model, optimizer, data stream; :meth:`step` trains one step."""
+
+    def __init__(self, config: Any) -> None:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from verl.trainer.ppo.reward import get_custom_reward_fn
+
+        from recipe.cpu_backend.sampling import SamplingParams
+
+        self.settings = FastSettings.from_config(config)
+        reward_fn = get_custom_reward_fn(config)
+        if reward_fn is None:
+            raise ValueError(
+                "reward.custom_reward_function.path: the fast trainer needs a rule-based reward function"
+            )
+        self.reward_fn = reward_fn
+        path = str(config.actor_rollout_ref.model.path)
+        self.tokenizer = AutoTokenizer.from_pretrained(path)
+        self.model = AutoModelForCausalLM.from_pretrained(
+            path, dtype=torch.float32, attn_implementation="sdpa"
+        )
+        s = self.settings
+        self.train = load_prompts(str(config.data.train_files), self.tokenizer, s.max_prompt_length)
+        self.val = load_prompts(str(config.data.val_files), self.tokenizer, s.max_prompt_length)
+        self.order = data_order(len(self.train), s.data_seed, s.shuffle)
+        self.optimizer, self.scheduler = build_optimizer(self.model, s)
+        self.params = SamplingParams(
+            temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, max_tokens=s.max_response_length
+        )
+        self.dispatched = 0  # prompts taken from the data stream (uids are their dispatch numbers)
+
+    def next_prompts(self, k: int) -> list[Prompt]:
+        return [self.train[next(self.order)] for _ in range(k)]
+
+    def validate(self, step: int) -> np.ndarray:
+        return validate(
+            self.model,
+            self.tokenizer,
+            self.reward_fn,
+            self.val,
+            self.settings,
+            seed_for(self.settings.rollout_seed, step, VALIDATION_STREAM),
+        )
+
+    def sample(self, step: int) -> StepSample:
+        s = self.settings
+        generator = torch.Generator().manual_seed(seed_for(s.rollout_seed, step, ROLLOUT_STREAM))
+        self.model.eval()
+
+        def generate(prompts: Sequence[Prompt]) -> list[Group]:
+            uids = [str(self.dispatched + i) for i in range(len(prompts))]
+            self.dispatched += len(prompts)
+            return rollout(
+                self.model, self.tokenizer, self.reward_fn, prompts, uids, s.n, self.params, generator
+            )
+
+        return sample_step(
+            self.next_prompts,
+            generate,
+            s.batch_size,
+            filter_groups=s.filter_groups,
+            metric=s.filter_metric,
+            max_inflight_gen_batches=s.max_inflight_gen_batches,
+        )
+
+    def step(self, step: int) -> dict[str, Any]:
+        """Sample, score, update: the step's metrics row."""
+        from copo_core import signal_budget_metrics
+
+        s = self.settings
+        sample = self.sample(step)
+        batch = batch_from_groups(sample.kept, int(self.tokenizer.pad_token_id))
+        if not s.reuse_rollout_log_probs:
+            with torch.no_grad():
+                self.model.eval()
+                batch.old_log_probs = response_log_probs(self.model, batch, s.temperature)
+        metrics = train_on_batch(self.model, self.optimizer, self.scheduler, batch, s, step)
+        advantages = metrics.pop("_advantages")
+        signal = signal_budget_metrics(advantages, batch.response_mask, batch.scores, batch.uids)
+        metrics.update(names.prefixed(names.SIGNAL_PREFIX, signal))
+        metrics[names.SCORE_MEAN] = float(batch.scores.mean())
+        metrics[names.RESPONSE_LENGTH_MEAN] = float(batch.response_mask.sum(-1).mean())
+        metrics.update(group_census(sample.generated))
+        metrics.update(group_census(sample.kept, prefix="batch_groups/"))
+        metrics["training/generated_samples"] = float(sum(len(g.responses) for g in sample.generated))
+        metrics["training/filter_groups/evicted_samples"] = float(len(sample.evicted))
+        metrics["training/filter_groups/discarded_surplus_samples"] = float(len(sample.surplus))
+        metrics["training/generation_rounds"] = float(sample.rounds)
+        return metrics
+
+
+def run(config: Any, out_dir: str | Path) -> dict[str, Any]:
+    """Train one run of a composed config into ``out_dir`` (see the module docstring)."""
+    from omegaconf import OmegaConf
+
+    from recipe.tracking.jsonl import JsonlMetricsWriter
+
+    torch.set_num_threads(1)
+    started_wall, started_cpu = time.monotonic(), time.process_time()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    OmegaConf.save(config, out / CONFIG)
+    fast = FastRun(config)
+    s = fast.settings
+    writer = JsonlMetricsWriter(str(out / METRICS))
+    val_steps: list[int] = []
+    val_correct: list[np.ndarray] = []
+    n = s.val_n if s.val_do_sample else 1
+
+    def validate_into(step: int, row: dict[str, Any]) -> None:
+        t_wall, t_cpu = time.monotonic(), time.process_time()
+        correct = fast.validate(step)
+        val_steps.append(step)
+        val_correct.append(correct)
+        row.update(validation_metrics(fast.val, correct, n))
+        row["perf/val_wall_s"] = time.monotonic() - t_wall
+        row["perf/val_cpu_s"] = time.process_time() - t_cpu
+
+    try:
+        if s.val_before_train:
+            row: dict[str, Any] = {}
+            validate_into(0, row)
+            writer.write(row, step=0)
+        for step in range(1, s.steps + 1):
+            t_wall, t_cpu = time.monotonic(), time.process_time()
+            row = fast.step(step)
+            row["perf/step_wall_s"] = time.monotonic() - t_wall
+            row["perf/step_cpu_s"] = time.process_time() - t_cpu
+            row[names.STEP_TIME] = row["perf/step_wall_s"]
+            if (s.test_freq > 0 and step % s.test_freq == 0) or step == s.steps:
+                validate_into(step, row)
+            writer.write(row, step=step)
+            print(
+                f"[fast] step {step}/{s.steps}  train acc {row[names.SCORE_MEAN]:.3f}  "
+                f"zero-var {row['groups/all/zero_variance']:.2f}  {row['perf/step_wall_s']:.2f} s",
+                flush=True,
+            )
+    finally:
+        writer.close()
+    np.savez_compressed(out / VALIDATION, steps=np.array(val_steps), correct=np.stack(val_correct), n=n)
+    result = {
+        "wall_s": round(time.monotonic() - started_wall, 2),
+        "cpu_s": round(time.process_time() - started_cpu, 2),
+        "steps": s.steps,
+        "torch_threads": torch.get_num_threads(),
+    }
+    (out / RESULT).write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    from recipe.copo.config_check import compose_and_validate
+
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) < 3 or args[1] != "--config-name":
+        print(__doc__, file=sys.stderr)
+        return 2
+    out_dir, config_name, overrides = args[0], args[2], args[3:]
+    run(compose_and_validate(overrides, config_name=config_name), out_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

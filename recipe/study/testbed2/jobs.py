@@ -1,0 +1,142 @@
+"""The study's runs as driver jobs (``recipe.study.driver``): fast runs and real-trainer runs.
+
+Both trainers take the same Hydra overrides after ``--config-name testbed2_cpu``: the testbed's paths,
+the seed (data order and rollout sampling), the learning rate and the method's overrides
+(``recipe.study.methods``). A fast run is ``python -m recipe.study.fast.run OUT --config-name ...``;
+a real one ``python -m recipe.copo.main_copo --config-name ...``. Plans are interleaved, for each
+seed every method, so that drift in the machine's speed hits all methods alike.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from recipe.study.driver import METRICS, Job
+from recipe.study.methods import METHODS
+from recipe.study.testbed.build import Testbed
+from recipe.study.testbed.runs import REPO_ROOT, run_env
+from recipe.study.testbed2.plan import CONFIG_NAME
+
+USAGE = "usage.json"  # real runs: CPU seconds (recipe.study.testbed2.usage)
+CONFIG_PATH = REPO_ROOT / "recipe" / "copo" / "config" / f"{CONFIG_NAME}.yaml"
+# Bump when the fast trainer changes what a run computes: finished runs then count as stale.
+FAST_TRAINER_VERSION = 1
+
+
+def run_name(method: str, seed: int, lr: float | None = None) -> str:
+    """``grpo-s3``, or ``grpo-lr0.001-s1000`` for a tuning run."""
+    return f"{method}-s{seed}" if lr is None else f"{method}-lr{lr:g}-s{seed}"
+
+
+def workload_sha256() -> str:
+    """Hash of testbed2_cpu.yaml's values (comments and layout do not count)."""
+    from omegaconf import OmegaConf
+
+    return hashlib.sha256(OmegaConf.to_yaml(OmegaConf.load(CONFIG_PATH), sort_keys=True).encode()).hexdigest()
+
+
+def overrides(testbed: Testbed, method: str, seed: int, lr: float, steps: int | None = None) -> list[str]:
+    """Hydra overrides of one run, after ``--config-name testbed2_cpu`` (either trainer)."""
+    budget = [f"trainer.total_training_steps={steps}"] if steps is not None else []
+    return [
+        f"actor_rollout_ref.model.path={testbed.model}",
+        f"data.train_files={testbed.data / 'train.parquet'}",
+        f"data.val_files={testbed.data / 'val.parquet'}",
+        f"data.seed={seed}",
+        f"actor_rollout_ref.rollout.seed={seed}",
+        f"actor_rollout_ref.actor.optim.lr={lr}",
+        f"trainer.experiment_name={method}-s{seed}",
+        *budget,
+        *METHODS[method],
+    ]
+
+
+def planned_steps(steps: int | None) -> int:
+    from omegaconf import OmegaConf
+
+    return int(steps if steps is not None else OmegaConf.load(CONFIG_PATH).trainer.total_training_steps)
+
+
+def fast_jobs(
+    testbed: Testbed,
+    plan: Sequence[tuple[str, int, float]],
+    runs_dir: Path,
+    *,
+    name_lr: bool = False,
+    steps: int | None = None,
+    python: str = sys.executable,
+) -> list[Job]:
+    """One fast run per ``(method, seed, lr)`` of ``plan``, in order."""
+    budget = planned_steps(steps)
+    sha = workload_sha256()
+    jobs = []
+    for method, seed, lr in plan:
+        name = run_name(method, seed, lr if name_lr else None)
+        out = runs_dir / name
+        args = overrides(testbed, method, seed, lr, steps)
+        fingerprint = {
+            "trainer": "fast",
+            "fast_trainer_version": FAST_TRAINER_VERSION,
+            "config": CONFIG_NAME,
+            "workload_sha256": sha,
+            "testbed": testbed.key,
+            "method": method,
+            "seed": seed,
+            "lr": lr,
+            "steps": budget,
+            "overrides": args,
+        }
+        command = [python, "-m", "recipe.study.fast.run", str(out), "--config-name", CONFIG_NAME, *args]
+        jobs.append(Job(name, out, command, budget, fingerprint, env=run_env(), cwd=REPO_ROOT))
+    return jobs
+
+
+def real_jobs(
+    testbed: Testbed,
+    plan: Sequence[tuple[str, int, float]],
+    runs_dir: Path,
+    *,
+    extra: Sequence[str] = (),
+    steps: int | None = None,
+    python: str = sys.executable,
+) -> list[Job]:
+    """One ``main_copo`` run per ``(method, seed, lr)``; ``extra`` overrides are added to every run."""
+    budget = planned_steps(steps)
+    sha = workload_sha256()
+    jobs = []
+    for method, seed, lr in plan:
+        name = run_name(method, seed)
+        out = runs_dir / name
+        args = [
+            *overrides(testbed, method, seed, lr, steps),
+            f"trainer.default_local_dir={out / 'checkpoints'}",
+            f"trainer.metrics_jsonl={out / METRICS}",
+            *extra,
+        ]
+        fingerprint = {
+            "trainer": "main_copo",
+            "config": CONFIG_NAME,
+            "workload_sha256": sha,
+            "testbed": testbed.key,
+            "method": method,
+            "seed": seed,
+            "lr": lr,
+            "steps": budget,
+            "overrides": args,
+        }
+        command = [
+            python, "-m", "recipe.study.testbed2.usage", str(out / USAGE), "--",
+            python, "-m", "recipe.copo.main_copo", "--config-name", CONFIG_NAME, *args,
+        ]  # fmt: skip
+        jobs.append(Job(name, out, command, budget, fingerprint, env=run_env(), cwd=REPO_ROOT))
+    return jobs
+
+
+def interleave(
+    methods: Sequence[str], seeds: Sequence[int], lrs: dict[str, Sequence[float]]
+) -> list[tuple[str, int, float]]:
+    """``(method, seed, lr)`` for seed, then method, then lr (drift spreads over methods)."""
+    return [(m, s, lr) for s in seeds for m in methods for lr in lrs[m]]

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from recipe.study import stats
+from recipe import stats
 from recipe.study.driver import SUMMARY
 from recipe.study.steps import write_csv
 from recipe.study.testbed.mixed import level_of

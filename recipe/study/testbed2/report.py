@@ -5,7 +5,7 @@ the tables and the markdown fragments that ``docs/STUDY_CPU.md`` and ``docs/STUD
 between ``<!-- generated: ... -->`` markers; ``tests/recipe/study/test_study_docs.py`` re-derives them
 from the CSVs and compares. Nothing here reads a run folder.
 
-Statistics (``recipe.study.paired``): paired t-intervals and two-sided p-values over seeds, Holm's
+Statistics (``recipe.stats``): paired t-intervals and two-sided p-values over seeds, Holm's
 correction over the secondary family, a two-level (seeds x problems) percentile bootstrap of the
 primary endpoint's mean difference, and the minimum detectable effect of a paired t-test.
 """
@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from recipe.study import paired
+from recipe import stats as paired
 from recipe.study.testbed2 import plan
 
 TASKS = ("add", "max")

@@ -1,4 +1,4 @@
-"""recipe.study.paired against published tables and independent computations."""
+"""recipe.stats (paired t, Holm, two-level bootstrap, power) against published tables and independent computations."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from recipe.study import paired
+from recipe import stats as paired
 
 
 @pytest.mark.parametrize(

@@ -9,10 +9,13 @@ functions from the same initial weights and compares:
 
 * advantages (and COPO's local/global advantage and weight): bitwise equal;
 * the response tokens' log-probs (fast: one padded forward; verl: the rollout's, sampled with a KV
-  cache, reused as old log-probs): within 2e-5;
+  cache, reused as old log-probs): within 1e-5;
 * the policy loss and the gradient norm before clipping (verl's ``actor/pg_loss``,
-  ``actor/grad_norm``): relative difference <= 1e-4;
-* the applied gradient, every weight: max |difference| <= 1e-4 x max |gradient|.
+  ``actor/grad_norm``): relative difference <= 1e-5 (GRPO's loss at ratio 1 is ~0: absolute 1e-7);
+* the applied gradient, every weight: max |difference| <= 1e-5 x max |gradient|.
+
+Measured on 2026-11-26 (one run each): log-probs within 9.5e-7, loss and gradient norm within 4e-7
+relative, gradients within 7.4e-7 of the largest: float rounding of the packed vs padded forward.
 
 verl splits the batch into two micro-batches (``ppo_micro_batch_size_per_gpu=8`` of 16 responses)
 and packs them without padding (``use_remove_padding``); the fast trainer takes one padded batch.
@@ -49,8 +52,8 @@ TINY_V2 = testbed_build.TestbedSpec(
 )
 LR = 10.0  # SGD: the weight change is 10 x the clipped gradient, far above the weights' rounding
 PARITY_METHODS = ("grpo", "copo_soft_with_zero")
-LOG_PROB_ATOL = 2e-5
-REL_TOL = 1e-4
+LOG_PROB_ATOL = 1e-5
+REL_TOL = 1e-5
 
 
 def run_overrides(testbed: testbed_build.Testbed, method: str, out: Path) -> list[str]:

@@ -141,8 +141,8 @@ class FastRun:
         if not s.reuse_rollout_log_probs:
             with torch.no_grad():
                 self.model.eval()
-                batch.old_log_probs = response_log_probs(self.model, batch, s.temperature)
-        metrics = train_on_batch(self.model, self.optimizer, self.scheduler, batch, s, step)
+                batch.old_log_probs = response_log_probs(self.model, batch, s.temperature, group_size=s.n)
+        metrics = train_on_batch(self.model, self.optimizer, self.scheduler, batch, s, step, group_size=s.n)
         advantages = metrics.pop("_advantages")
         signal = signal_budget_metrics(advantages, batch.response_mask, batch.scores, batch.uids)
         metrics.update(names.prefixed(names.SIGNAL_PREFIX, signal))

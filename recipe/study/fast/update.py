@@ -134,8 +134,19 @@ def compute_advantages(batch: UpdateBatch, settings: FastSettings, global_step: 
     return {**result.fields, "metrics": result.metrics}
 
 
-def response_log_probs(model: torch.nn.Module, batch: UpdateBatch, temperature: float) -> torch.Tensor:
-    """(N, L) ``log_softmax(logits / temperature)`` of each response token (0 outside the mask)."""
+def response_log_probs(
+    model: torch.nn.Module, batch: UpdateBatch, temperature: float, group_size: int = 1
+) -> torch.Tensor:
+    """(N, L) ``log_softmax(logits / temperature)`` of each response token (0 outside the mask).
+
+    With ``group_size`` G > 1 the rows must come in groups of G sharing one prompt (as
+    :func:`batch_from_groups` builds them): each prompt then runs forward once and its keys and values
+    serve its G responses (a quarter of the tokens at G = 4 with 35-token prompts), with gradients
+    flowing back through the shared prompt. The values equal the padded forward of every row up to
+    float rounding (tests/recipe/study/test_fast.py).
+    """
+    if group_size > 1:
+        return _shared_prompt_log_probs(model, batch, temperature, group_size)
     width = batch.response_width
     out = model(
         input_ids=batch.input_ids,
@@ -145,8 +156,44 @@ def response_log_probs(model: torch.nn.Module, batch: UpdateBatch, temperature: 
         logits_to_keep=width + 1,
     )
     logits = out.logits[:, :-1, :].float() / temperature  # positions P-1 .. P+L-2 predict the responses
+    return _gather(logits, batch)
+
+
+def _gather(logits: torch.Tensor, batch: UpdateBatch) -> torch.Tensor:
     log_probs = torch.log_softmax(logits, dim=-1).gather(-1, batch.responses.unsqueeze(-1)).squeeze(-1)
     return log_probs * batch.response_mask
+
+
+def _shared_prompt_log_probs(
+    model: torch.nn.Module, batch: UpdateBatch, temperature: float, g: int
+) -> torch.Tensor:
+    n, width = batch.input_ids.shape
+    if n % g:
+        raise ValueError(f"shared-prompt forward: {n} rows are not groups of {g}")
+    p = width - batch.response_width
+    prompts = batch.input_ids[:, :p].view(n // g, g, p)
+    if not torch.equal(prompts, prompts[:, :1].expand(-1, g, -1)):
+        raise ValueError(f"shared-prompt forward: the rows do not come in groups of {g} with one prompt")
+    first = model(
+        input_ids=prompts[:, 0],
+        attention_mask=batch.attention_mask[::g, :p],
+        position_ids=batch.position_ids[::g, :p],
+        use_cache=True,
+        logits_to_keep=1,
+    )
+    cache = first.past_key_values
+    for layer in cache.layers:  # each prompt's keys and values, once per response of its group
+        layer.keys = layer.keys.repeat_interleave(g, dim=0)
+        layer.values = layer.values.repeat_interleave(g, dim=0)
+    rest = model(
+        input_ids=batch.input_ids[:, p:],
+        attention_mask=batch.attention_mask,
+        position_ids=batch.position_ids[:, p:],
+        past_key_values=cache,
+        use_cache=False,
+    )
+    logits = torch.cat([first.logits[:, -1:].repeat_interleave(g, dim=0), rest.logits[:, :-1]], dim=1)
+    return _gather(logits.float() / temperature, batch)
 
 
 def policy_loss(
@@ -237,11 +284,15 @@ def train_on_batch(
     batch: UpdateBatch,
     settings: FastSettings,
     global_step: int,
+    group_size: int = 1,
 ) -> dict[str, float]:
-    """Advantages, loss, backward and one optimizer step on ``batch``; returns the step's metrics."""
+    """Advantages, loss, backward and one optimizer step on ``batch``; returns the step's metrics.
+
+    ``group_size``: rows come in groups sharing a prompt (see :func:`response_log_probs`).
+    """
     fields = compute_advantages(batch, settings, global_step)
     model.train()
-    log_prob = response_log_probs(model, batch, settings.temperature)
+    log_prob = response_log_probs(model, batch, settings.temperature, group_size=group_size)
     loss, loss_metrics = policy_loss(settings, batch, log_prob, fields)
     loss.backward()
     grad_norm, lr = optimizer_step(model, optimizer, scheduler, float(settings.actor.optim.clip_grad))

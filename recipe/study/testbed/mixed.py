@@ -31,19 +31,20 @@ _SYMBOL = {"add": "+", "max": "|"}
 
 @dataclass(frozen=True)
 class QuestionProblem(Problem):
-    """A v1 problem whose prompt is the question alone (19 tokens instead of v1's 34).
+    """A problem whose prompt is the question alone (19 tokens instead of 34 with the instruction).
 
-    v1 appended the project's instruction ("Let's think step by step ... within \\boxed{}."), which a
-    policy trained from scratch learns nothing from: it answers ``\\boxed{N}`` because SFT taught it to.
-    Without it every rollout, update and validation costs ~40% fewer tokens.
+    Tried for v2 and kept as an option (``MixedTaskSpec.instruction=False``): without the project's
+    instruction after the question, 2000 SFT steps did not teach 2-digit addition (census at G=8,
+    T=1: 8.9% of add2x2 answers right; v1, with the instruction, reached 94.6% in 850 steps). The
+    instruction's tokens sit between the question and the answer, positions the model can compute in.
     """
 
     def messages(self) -> list[dict[str, str]]:
         return [{"role": "user", "content": self.question}]
 
 
-def _plain(problem: Problem) -> QuestionProblem:
-    return QuestionProblem(problem.op, problem.a, problem.b, problem.level)
+def _as_spec(problem: Problem, instruction: bool) -> Problem:
+    return problem if instruction else QuestionProblem(problem.op, problem.a, problem.b, problem.level)
 
 
 @dataclass(frozen=True)
@@ -53,12 +54,19 @@ class MixedTask:
     Attributes:
         name: the task's name; its ``data_source`` is ``testbed2/<name>``.
         levels: ``(op, m, n)`` triples of one ``op`` (an m-digit and an n-digit operand).
-        weights: share of each level in the task's validation, training and SFT problems.
+        weights: share of each level in the task's validation and training problems.
+        sft_weights: share of each level in the task's SFT problems (default: ``weights``); easy levels
+            need more examples before a small model gets them right.
     """
 
     name: str
     levels: tuple[Level, ...]
     weights: tuple[float, ...]
+    sft_weights: tuple[float, ...] | None = None
+
+    @property
+    def sft_shares(self) -> tuple[float, ...]:
+        return self.weights if self.sft_weights is None else self.sft_weights
 
     @property
     def data_source(self) -> str:
@@ -77,7 +85,7 @@ class MixedTask:
 
 def _default_tasks() -> tuple[MixedTask, ...]:
     return (
-        MixedTask("add", (("add", 2, 2), ("add", 3, 3), ("add", 4, 4)), (1.0, 1.0, 1.0)),
+        MixedTask("add", (("add", 2, 2), ("add", 3, 3), ("add", 4, 4)), (1.0, 1.0, 1.0), (2.0, 1.5, 0.5)),
         MixedTask("max", (("max", 2, 2), ("max", 3, 3), ("max", 4, 4), ("max", 5, 5)), (1.0, 1.0, 1.0, 1.0)),
     )
 
@@ -88,21 +96,24 @@ class MixedTaskSpec:
 
     Attributes:
         tasks: the tasks (each one ``data_source``).
-        sft_task_weights: share of each task in the SFT stream (within a task, its level weights).
+        sft_task_weights: share of each task in the SFT stream (within a task, its level SFT weights).
         sft_only_levels, sft_only_weights: levels only the SFT stream draws (a curriculum), on the
             same scale as ``sft_task_weights``; never validated or trained on with RL.
         train_per_task: RL training problems per task.
         val_per_task: held-out validation problems per task.
         seed: seed of the one stream that draws validation, training and SFT problems.
+        instruction: prompts end with the project's instruction, as v1's (``data_prep.schema``); False:
+            the question alone (:class:`QuestionProblem`).
     """
 
     tasks: tuple[MixedTask, ...] = _default_tasks()
-    sft_task_weights: tuple[float, ...] = (1.5, 1.0)
+    sft_task_weights: tuple[float, ...] = (1.0, 1.2)
     sft_only_levels: tuple[Level, ...] = (("add", 1, 1),)
-    sft_only_weights: tuple[float, ...] = (0.3,)
+    sft_only_weights: tuple[float, ...] = (0.4,)
     train_per_task: int = 1024
     val_per_task: int = 512
     seed: int = 0
+    instruction: bool = True
 
     def __post_init__(self) -> None:
         names = [t.name for t in self.tasks]
@@ -133,6 +144,10 @@ class MixedTaskSpec:
         for task in self.tasks:
             if len(task.weights) != len(task.levels) or any(w <= 0 for w in task.weights):
                 raise ValueError(f"task {task.name}: one positive weight per level, got {task.weights}")
+            if len(task.sft_shares) != len(task.levels) or any(w < 0 for w in task.sft_shares):
+                raise ValueError(
+                    f"task {task.name}: one non-negative SFT weight per level, got {task.sft_weights}"
+                )
             if len({level[0] for level in task.levels}) != 1:
                 raise ValueError(f"task {task.name}: all levels must share one op, got {task.levels}")
             per_set = zip(
@@ -159,7 +174,10 @@ class MixedTaskSpec:
             out = []
             for task in self.tasks:
                 for level, count in zip(task.levels, task.counts(total_per_task), strict=True):
-                    out += [(task.name, _plain(p)) for p in _draw_unique(rng, level, count, taken)]
+                    out += [
+                        (task.name, _as_spec(p, self.instruction))
+                        for p in _draw_unique(rng, level, count, taken)
+                    ]
             return out
 
         val = draw(self.val_per_task)
@@ -179,14 +197,14 @@ class MixedSplits:
     _taken: set[tuple[str, int, int]]
 
     def sft_stream(self) -> Iterator[Problem]:
-        """Endless SFT problems: task by ``sft_task_weights``, then level by the task's weights."""
+        """Endless SFT problems: task by ``sft_task_weights``, then level by the task's SFT weights."""
         spec, rng = self.spec, self._rng
         choices: list[Level] = []
         weights: list[float] = []
         for task, task_weight in zip(spec.tasks, spec.sft_task_weights, strict=True):
-            norm = sum(task.weights)
+            norm = sum(task.sft_shares)
             choices += list(task.levels)
-            weights += [task_weight * w / norm for w in task.weights]
+            weights += [task_weight * w / norm for w in task.sft_shares]
         choices += list(spec.sft_only_levels)
         weights += list(spec.sft_only_weights)
         while True:
@@ -194,7 +212,7 @@ class MixedSplits:
             problem = _draw(rng, level)
             while problem.key in self._taken:
                 problem = _draw(rng, level)
-            yield _plain(problem)
+            yield _as_spec(problem, spec.instruction)
 
     def write(self, out_dir: Path) -> tuple[Path, Path]:
         """``train.parquet`` and ``val.parquet`` in ``out_dir`` (atomic writes)."""
@@ -221,8 +239,8 @@ def level_of(original: str) -> str:
 def verl_rows(spec: MixedTaskSpec, problems: Sequence[tuple[str, Problem]], split: str) -> list[dict]:
     """verl RL rows; ``data_source`` is the task (``testbed2/<name>``), ``original_id`` names the operands.
 
-    The user message is the question alone (:class:`QuestionProblem`); ``prompt_template`` records
-    ``question`` (no template of ``data_prep.schema`` was applied).
+    The user message is the problem's (``boxed`` template: question and the project's instruction),
+    or the question alone (``prompt_template`` then records ``question``).
     """
     source = {task.name: task.data_source for task in spec.tasks}
     rows = []
@@ -237,6 +255,7 @@ def verl_rows(spec: MixedTaskSpec, problems: Sequence[tuple[str, Problem]], spli
             template="boxed",
             content=p.messages()[0]["content"],
         )
-        row["extra_info"]["prompt_template"] = "question"
+        if isinstance(p, QuestionProblem):
+            row["extra_info"]["prompt_template"] = "question"
         rows.append(row)
     return rows

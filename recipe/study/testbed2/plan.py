@@ -15,8 +15,8 @@ from recipe.study.testbed.build import TestbedSpec
 from recipe.study.testbed.mixed import MixedTaskSpec
 from recipe.study.testbed.sft import SFTSpec
 
-# testbed v2: two tasks (add, max), each mixing operand lengths; 2000 cosine SFT steps.
-TESTBED_V2 = TestbedSpec(task=MixedTaskSpec(), sft=SFTSpec(steps=2000))
+# testbed v2: two tasks (add, max), each mixing operand lengths; 1800 cosine SFT steps.
+TESTBED_V2 = TestbedSpec(task=MixedTaskSpec(), sft=SFTSpec(steps=1800))
 CONFIG_NAME = "testbed2_cpu"
 
 BASELINE = "grpo"

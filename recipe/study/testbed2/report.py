@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from recipe import stats as paired
+from recipe.study.census import census_markdown
 from recipe.study.testbed2 import plan
 
 TASKS = ("add", "max")
@@ -342,6 +343,10 @@ def report(docs: Path) -> dict[str, str]:
     runs_all = read(docs, "runs.csv")
     pilot = read(docs, "pilot_runs.csv")
     out: dict[str, str] = {}
+    for name in ("census", "census_question_only"):
+        census = read(docs, f"{name}.csv")
+        if census is not None:
+            out[name] = census_markdown(census.to_dict("records"))
     if pilot is not None:
         tuning = pilot[pilot.phase == "tuning"]
         chosen = choose_learning_rates(tuning)
@@ -373,6 +378,7 @@ def report(docs: Path) -> dict[str, str]:
 def summary_markdown(fragments: dict[str, str]) -> str:
     """All fragments as one document (``summary.md``), in a fixed order."""
     titles = {
+        "census": "Step-0 census (SFT policy, G and temperature of training)",
         "criteria": "Testbed criteria",
         "comparisons": "Comparisons (primary endpoint)",
         "methods": "Methods",

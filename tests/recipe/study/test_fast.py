@@ -57,7 +57,7 @@ def tiny(tmp_path_factory: pytest.TempPathFactory):
 @pytest.mark.parametrize("method", ["grpo", "copo_soft_with_zero", "copo_soft", "dapo_filter"])
 def test_settings_read_the_composed_config(method: str) -> None:
     s = settings_for(method, "actor_rollout_ref.actor.optim.lr=0.002")
-    assert (s.batch_size, s.n, s.temperature, s.val_n, s.val_temperature) == (16, 8, 1.0, 4, 1.0)
+    assert (s.batch_size, s.n, s.temperature, s.val_n, s.val_temperature) == (16, 4, 1.0, 4, 1.0)
     assert (s.data_seed, s.rollout_seed, s.reuse_rollout_log_probs) == (3, 3, True)
     assert s.actor.optim.lr == 0.002 and s.actor.loss_agg_mode == "seq-mean-token-mean"
     assert s.estimator == ("grpo" if method in ("grpo", "dapo_filter") else "copo")
@@ -227,6 +227,40 @@ def test_log_probs_of_the_padded_batch_equal_each_sequence_alone(tiny) -> None:
         assert log_prob[i, n_resp:width].abs().sum() == 0
 
 
+def test_shared_prompt_forward_equals_every_row_forward(tiny) -> None:
+    """Log-probs and gradients of the grouped forward equal the padded forward of every row."""
+    model, _ = tiny
+    rng = torch.Generator().manual_seed(0)
+    groups = []
+    for g, prompt_len in enumerate((5, 9, 3)):
+        prompt = tuple(torch.randint(3, 200, (prompt_len,), generator=rng).tolist())
+        responses = [torch.randint(3, 200, (int(n),), generator=rng).tolist() for n in (4, 1, 6, 3)]
+        groups.append(
+            Group(
+                Prompt(g, prompt, "testbed2/add", "1", {}),
+                str(g),
+                responses,
+                [[-1.0] * len(r) for r in responses],
+                [1.0, 0.0, 1.0, 0.0],
+                [True, False, True, False],
+                ["1", "0", "1", "2"],
+            )  # fmt: skip
+        )
+    batch = batch_from_groups(groups, pad_token_id=0)
+    results = []
+    for group_size in (1, 4):
+        model.zero_grad()
+        log_prob = response_log_probs(model, batch, temperature=0.8, group_size=group_size)
+        (log_prob * torch.linspace(-1, 1, log_prob.numel()).view_as(log_prob)).sum().backward()
+        results.append((log_prob.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}))
+    (plain, plain_grads), (shared, shared_grads) = results
+    assert torch.allclose(plain, shared, atol=1e-5)
+    for name, grad in plain_grads.items():
+        assert torch.allclose(grad, shared_grads[name], atol=1e-5, rtol=1e-4), name
+    with pytest.raises(ValueError, match="groups of 3"):
+        response_log_probs(model, batch, temperature=0.8, group_size=3)
+
+
 def test_loss_is_the_mean_over_sequences_of_token_means() -> None:
     batch = _batch()
     settings = settings_for("grpo")
@@ -279,7 +313,7 @@ def test_a_fast_run_trains_validates_and_records_its_time(tmp_path: Path, tiny) 
             "data.seed=0",
             "actor_rollout_ref.rollout.seed=0",
             "data.train_batch_size=4",
-            "data.max_prompt_length=64",
+            "data.max_prompt_length=160",
             "actor_rollout_ref.actor.ppo_mini_batch_size=4",
             f"reward.custom_reward_function.path={PARITY_REWARD}",
             "trainer.total_training_steps=2",
@@ -291,7 +325,7 @@ def test_a_fast_run_trains_validates_and_records_its_time(tmp_path: Path, tiny) 
     result = run(config, tmp_path / "run")
     rows = read_metrics_jsonl(tmp_path / "run" / "metrics.jsonl")
     assert [r["step"] for r in rows] == [0, 1, 2]
-    assert rows[1]["signal/num_responses"] == 32 and "copo/entropy_mean" in rows[1]
+    assert rows[1]["signal/num_responses"] == 16 and "copo/entropy_mean" in rows[1]
     assert {"val-core/testbed2/add/acc/mean@4", "val-core/testbed2/max/acc/mean@4"} <= set(rows[2])
     data = np.load(tmp_path / "run" / VALIDATION)
     assert data["steps"].tolist() == [0, 1, 2] and data["correct"].shape == (3, 8) and int(data["n"]) == 4

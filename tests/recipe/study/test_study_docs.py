@@ -31,7 +31,13 @@ def _blocks() -> dict[tuple[str, str], str]:
 def test_docs_include_the_v1_figures_and_each_equals_its_derivation() -> None:
     derived = figures.fragments(STUDY_DOCS / "testbed")
     blocks = {k: v for k, v in _blocks().items() if k[1].startswith("testbed/")}
-    assert {name.split("/", 1)[1] for _, name in blocks} >= {"oneline", "budget", "results", "reading", "readme"}
+    assert {name.split("/", 1)[1] for _, name in blocks} >= {
+        "oneline",
+        "budget",
+        "results",
+        "reading",
+        "readme",
+    }
     for (doc, name), body in blocks.items():
         key = name.split("/", 1)[1]
         if key == "provenance" and "provenance" not in derived:
@@ -47,7 +53,10 @@ def test_v1_summary_md_is_the_results_block() -> None:
 def test_the_issue_29_corrections() -> None:
     """DAPO's time ratios as the data give them, and the results commit that git records."""
     derived = figures.fragments(STUDY_DOCS / "testbed", commit="x")
-    assert "3.15x GRPO's training time" in derived["budget"] and "2.06x its wall time per run" in derived["budget"]
+    assert (
+        "3.15x GRPO's training time" in derived["budget"]
+        and "2.06x its wall time per run" in derived["budget"]
+    )
     assert "3.3x" not in (REPO / "docs" / "STUDY_CPU.md").read_text()
     assert "7b1ea90" not in (REPO / "docs" / "STUDY_CPU.md").read_text()
 
@@ -56,7 +65,10 @@ def test_provenance() -> None:
     commit = figures.results_commit(STUDY_DOCS / "testbed")
     if commit is None:
         pytest.skip("no git history: the commit that added the v1 results cannot be read here")
-    assert f"added in commit {commit};" in docs.fragments_in((REPO / "docs" / "STUDY_CPU.md").read_text())["testbed/provenance"]
+    assert (
+        f"added in commit {commit};"
+        in docs.fragments_in((REPO / "docs" / "STUDY_CPU.md").read_text())["testbed/provenance"]
+    )
 
 
 def test_docs_include_the_testbed2_figures_and_each_equals_its_derivation() -> None:
@@ -75,5 +87,11 @@ def test_docs_include_the_testbed2_figures_and_each_equals_its_derivation() -> N
 
 
 def test_committed_study_data_stays_small() -> None:
-    total = sum(p.stat().st_size for p in Path(STUDY_DOCS / "testbed2").glob("*") if p.is_file()) if (STUDY_DOCS / "testbed2").is_dir() else 0
-    assert total < 4_000_000, f"docs/study_cpu/testbed2 holds {total / 1e6:.1f} MB; aggregate before committing"
+    total = (
+        sum(p.stat().st_size for p in Path(STUDY_DOCS / "testbed2").glob("*") if p.is_file())
+        if (STUDY_DOCS / "testbed2").is_dir()
+        else 0
+    )
+    assert total < 4_000_000, (
+        f"docs/study_cpu/testbed2 holds {total / 1e6:.1f} MB; aggregate before committing"
+    )

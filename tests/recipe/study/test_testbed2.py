@@ -31,7 +31,7 @@ def test_mixed_splits_are_disjoint_balanced_and_keep_the_level_shares() -> None:
         counts = [sum(p.level == level for p in mine) for level in task.levels]
         assert counts == task.counts(60) and sum(counts) == 60
     assert {p.level for p in sft} == {lvl for t in spec.tasks for lvl in t.levels} | set(spec.sft_only_levels)
-    assert all(p.messages() == [{"role": "user", "content": p.question}] for p in sft[:20])
+    assert all(p.messages()[0]["content"].startswith(p.question + "\n") for p in sft[:20])  # + instruction
 
 
 def test_rows_name_the_task_and_the_level_is_recoverable() -> None:
@@ -40,11 +40,15 @@ def test_rows_name_the_task_and_the_level_is_recoverable() -> None:
     rows = verl_rows(spec, splits.val, "test")
     for row, (name, p) in zip(rows, splits.val, strict=True):
         assert row["data_source"] == f"testbed2/{name}"
-        assert row["prompt"] == [{"role": "user", "content": p.question}]
+        assert row["prompt"] == p.messages() and p.messages()[0]["content"].startswith(p.question)
         assert row["reward_model"]["ground_truth"] == p.answer
         op, m, n = p.level
         assert level_of(row["extra_info"]["original_id"]) == f"{op}{min(m, n)}x{max(m, n)}"
     assert original_id(splits.val[0][1]).startswith("add:")
+    bare = MixedTaskSpec(train_per_task=8, val_per_task=8, instruction=False)
+    row = verl_rows(bare, bare.make_splits().val, "test")[0]
+    assert row["prompt"][0]["content"] == bare.make_splits().val[0][1].question
+    assert row["extra_info"]["prompt_template"] == "question"
 
 
 def test_spec_refuses_bad_tasks() -> None:

@@ -333,6 +333,25 @@ def real_trainer_markdown(real: pd.DataFrame, fast: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
+def oneline_markdown(runs: pd.DataFrame, comps: Sequence[Comparison], blocks: pd.DataFrame) -> str:
+    """The study's result in one line (docs/STUDY_CPU.md and README)."""
+    primary = comps[0]
+    t = primary.test
+    crit = criteria(runs, blocks)
+    seeds = len(set(runs.seed))
+    steps = int(runs.steps.iloc[0])
+    secondary = "; ".join(
+        f"{c.name} {interval(c.test.mean, c.test.low, c.test.high)} (Holm p {pvalue(c.holm_p or 1.0)})" for c in comps[1:]
+    )
+    g = crit["gain"]
+    return (
+        f"> **Result in one line.** {seeds} seeds x {len(plan.METHODS)} methods x {steps} steps, pre-registered "
+        f"(docs/STUDY_PLAN.md): COPO `soft_with_zero` - GRPO, area under the validation curve: "
+        f"{interval(t.mean, t.low, t.high)} points (p = {pvalue(t.p)}): **{verdict(primary, secondary=False)}**. "
+        f"GRPO gained {interval(g.mean, g.low, g.high)} points of validation accuracy; secondary: {secondary}.\n"
+    )
+
+
 def read(docs: Path, name: str) -> pd.DataFrame | None:
     path = docs / name
     return pd.read_csv(path) if path.is_file() else None
@@ -364,6 +383,7 @@ def report(docs: Path) -> dict[str, str]:
     out["methods"] = methods_markdown(runs)
     out["comparisons"] = comparisons_markdown(comps)
     out["per_task"] = per_task_markdown(runs)
+    out["oneline"] = oneline_markdown(runs, comps, blocks[blocks.phase == "confirmatory"])
     if pilot is not None:
         out["pilot"] = mde_markdown(at_chosen, runs)
     real = runs_all[runs_all.phase == "real"]
@@ -378,6 +398,7 @@ def report(docs: Path) -> dict[str, str]:
 def summary_markdown(fragments: dict[str, str]) -> str:
     """All fragments as one document (``summary.md``), in a fixed order."""
     titles = {
+        "oneline": "Result",
         "census": "Step-0 census (SFT policy, G and temperature of training)",
         "criteria": "Testbed criteria",
         "comparisons": "Comparisons (primary endpoint)",

@@ -14,9 +14,9 @@ CONFIGS = sorted(
     p.stem for p in (REPO / "recipe" / "copo" / "config").glob("*.yaml") if p.stem != "dapo_changes"
 )
 PATHS = {"DATA_DIR": "/data", "CKPT_DIR": "/ckpt"}
-# The controlled study's pinned workload logs to the console only: 40 runs write their metrics to
+# The controlled studies' pinned workloads log to the console only: their runs write their metrics to
 # metrics.jsonl, from which the study's tables and plots come (docs/STUDY_CPU.md).
-CONSOLE_ONLY = {"testbed_cpu"}
+CONSOLE_ONLY = {"testbed_cpu", "testbed2_cpu"}
 
 
 @pytest.fixture

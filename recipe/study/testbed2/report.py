@@ -341,7 +341,8 @@ def oneline_markdown(runs: pd.DataFrame, comps: Sequence[Comparison], blocks: pd
     seeds = len(set(runs.seed))
     steps = int(runs.steps.iloc[0])
     secondary = "; ".join(
-        f"{c.name} {interval(c.test.mean, c.test.low, c.test.high)} (Holm p {pvalue(c.holm_p or 1.0)})" for c in comps[1:]
+        f"{c.name} {interval(c.test.mean, c.test.low, c.test.high)} (Holm p {pvalue(c.holm_p or 1.0)})"
+        for c in comps[1:]
     )
     g = crit["gain"]
     return (

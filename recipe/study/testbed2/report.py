@@ -385,6 +385,7 @@ def report(docs: Path) -> dict[str, str]:
     out["comparisons"] = comparisons_markdown(comps)
     out["per_task"] = per_task_markdown(runs)
     out["oneline"] = oneline_markdown(runs, comps, blocks[blocks.phase == "confirmatory"])
+    out["readme"] = out["oneline"].replace("> **Result in one line.** ", "Measured here: ")
     if pilot is not None:
         out["pilot"] = mde_markdown(at_chosen, runs)
     real = runs_all[runs_all.phase == "real"]

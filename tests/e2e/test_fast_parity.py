@@ -33,7 +33,7 @@ import pytest
 import torch
 
 from recipe.copo.config_check import compose_and_validate
-from recipe.copo.step import COPO_FIELDS
+from recipe.copo.fields import COPO_FIELDS
 from recipe.study.fast.settings import FastSettings
 from recipe.study.fast.update import UpdateBatch, compute_advantages, policy_loss, response_log_probs
 from recipe.study.methods import METHODS

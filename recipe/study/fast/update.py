@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from recipe.copo.step import COPO_FIELDS, GLOBAL_ADV, LOCAL_ADV, LOCAL_WEIGHT, StepBatch, advantage_step
+from recipe.copo.fields import COPO_FIELDS, GLOBAL_ADV, LOCAL_ADV, LOCAL_WEIGHT
+from recipe.copo.step import StepBatch, advantage_step
 from recipe.study.fast.rollout import Group
 from recipe.study.fast.settings import FastSettings
 

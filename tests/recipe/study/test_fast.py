@@ -204,7 +204,7 @@ def test_every_response_is_its_own_session() -> None:
 
 
 def test_copo_fields_come_from_the_recipe_step() -> None:
-    from recipe.copo.step import GLOBAL_ADV, LOCAL_WEIGHT
+    from recipe.copo.fields import GLOBAL_ADV, LOCAL_WEIGHT
 
     fields = compute_advantages(_batch(), settings_for("copo_soft_with_zero"), global_step=1)
     assert fields[GLOBAL_ADV][4:8, 0].lt(0).all()  # the all-wrong group ranks below the batch mean

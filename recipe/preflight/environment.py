@@ -11,9 +11,16 @@ import json
 import subprocess
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 # (import name, distribution name, needed by, what to install when missing)
 PACKAGES = (
+    (
+        "torch",
+        "torch",
+        "every stage",
+        "pip install torch (the CUDA build for this machine, e.g. torch==2.11.0)",
+    ),
     ("verl", "verl", "every stage", 'pip install -e ".[gpu]" (verl 0.9.1 and its base requirements)'),
     ("ray", "ray", "every stage (verl imports it)", 'pip install -e ".[gpu]"'),
     ("hydra", "hydra-core", "every stage (the run config)", 'pip install -e ".[gpu]"'),
@@ -38,7 +45,8 @@ import importlib, importlib.metadata, json, sys
 out = {}
 for module, dist in json.loads(sys.argv[1]):
     try:
-        importlib.import_module(module)
+        if getattr(importlib.import_module(module), "__file__", None) is None:
+            raise ImportError(f"{module} is only a folder on sys.path (a namespace package), not the package")
         try:
             version = importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
@@ -46,17 +54,19 @@ for module, dist in json.loads(sys.argv[1]):
         out[module] = {"ok": True, "version": version}
     except BaseException as exc:  # ImportError, OSError from a shared library, ...
         out[module] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:300]}
-import torch
-cuda = torch.cuda.is_available()
-out["torch"] = {
-    "ok": True,
-    "version": torch.__version__,
-    "cuda": torch.version.cuda,
-    "gpu": torch.cuda.get_device_name(0) if cuda else None,
-    "gpu_memory_gib": torch.cuda.get_device_properties(0).total_memory / 2**30 if cuda else None,
-    "gpus": torch.cuda.device_count() if cuda else 0,
-}
-print("PROBE" + json.dumps(out))
+device = {"cuda": None, "gpu": None, "gpu_memory_gib": None}
+if out["torch"]["ok"]:
+    import torch
+
+    if torch.cuda.is_available():
+        device = {
+            "cuda": torch.version.cuda,
+            "gpu": torch.cuda.get_device_name(0),
+            "gpu_memory_gib": torch.cuda.get_device_properties(0).total_memory / 2**30,
+        }
+    else:
+        device["cuda"] = torch.version.cuda
+print("PROBE" + json.dumps({"packages": out, "device": device}))
 """
 
 
@@ -76,12 +86,11 @@ def outside_verl_requirement(dist: str, version: str) -> str:
     ``version`` does not satisfy it, else "" (also when verl or the requirement is absent)."""
     import importlib.metadata
 
-    from packaging.requirements import Requirement
-
     try:
         requires = importlib.metadata.requires("verl") or []
-    except importlib.metadata.PackageNotFoundError:
-        return ""
+        from packaging.requirements import Requirement
+    except (importlib.metadata.PackageNotFoundError, ImportError):
+        return ""  # no verl (its row says so), or no packaging to read its requirements with
     for line in requires:
         req = Requirement(line)
         if req.name == dist and req.marker is None and req.specifier and version not in req.specifier:
@@ -114,13 +123,17 @@ def probe(timeout_s: float = 300.0) -> Environment:
     """Try every import of :data:`PACKAGES` and read torch's view of the GPU, in a child process."""
     names = [(module, dist) for module, dist, _, _ in PACKAGES]
     proc = subprocess.run(
-        [sys.executable, "-c", _PROBE, json.dumps(names)], capture_output=True, text=True, timeout=timeout_s
+        [sys.executable, "-c", _PROBE, json.dumps(names)],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        cwd=Path(__file__).resolve().parents[2],  # not the caller's folder: a ./ray folder is no Ray
     )
     line = next((x for x in proc.stdout.splitlines() if x.startswith("PROBE")), None)
     if line is None:
-        raise RuntimeError(f"the environment probe failed (is torch installed?):\n{proc.stderr[-2000:]}")
-    found = json.loads(line.removeprefix("PROBE"))
-    t = found["torch"]
+        raise RuntimeError(f"the environment probe failed:\n{proc.stderr[-2000:]}")
+    probed = json.loads(line.removeprefix("PROBE"))
+    found, device = probed["packages"], probed["device"]
     packages = {
         module: Package(
             module,
@@ -134,4 +147,5 @@ def probe(timeout_s: float = 300.0) -> Environment:
         for module, dist, needed_by, install in PACKAGES
     }
     python = ".".join(map(str, sys.version_info[:3]))
-    return Environment(python, t["version"], t["cuda"], t["gpu"], t["gpu_memory_gib"], packages)
+    torch = packages["torch"].version if packages["torch"].ok else "does not import"
+    return Environment(python, torch, device["cuda"], device["gpu"], device["gpu_memory_gib"], packages)

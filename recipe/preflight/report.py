@@ -33,6 +33,8 @@ def environment_rows(env: Environment) -> list[Row]:
         Row("environment", "python / torch / CUDA", f"{env.python} / {env.torch} / {env.cuda or '-'}"),
     ]
     for p in env.packages.values():
+        if p.module == "torch" and p.ok:
+            continue  # its version is in the row above
         optional = "optional" in p.needed_by
         verdict = ("WARN" if p.verl_wants else "ok") if p.ok else ("SKIP" if optional else "FAIL")
         note = "" if p.ok else f"needed by {p.needed_by}: {p.install}. {p.error}"

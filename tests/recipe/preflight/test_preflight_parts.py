@@ -4,6 +4,7 @@ the verdicts and the table, the CPU trainer settings, and a stage that cannot ru
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 import torch
@@ -191,3 +192,14 @@ def test_a_package_outside_verls_requirement_is_a_warning_with_the_install_line(
     env.packages["transformers"].verl_wants = wants
     row = next(r for r in report.environment_rows(env) if r.item == "transformers")
     assert row.verdict == "WARN" and f"pip install '{wants}'" in row.note
+
+
+def test_a_folder_named_like_a_package_is_not_taken_for_it(tmp_path, monkeypatch) -> None:
+    from recipe.preflight.environment import probe
+
+    (tmp_path / "vllm").mkdir()  # e.g. a checkout's folder, or Ray's /tmp/ray next to the caller
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}:{os.environ.get('PYTHONPATH', '')}")
+    env = probe()
+    assert not env.has("vllm") and "namespace package" in env.packages["vllm"].error
+    assert env.has("torch") and env.has("verl") and env.device == "cpu"

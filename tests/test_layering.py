@@ -293,3 +293,17 @@ def test_the_script_loader_check_can_fail(tmp_path: Path) -> None:
         "spec = importlib.util.spec_from_file_location('p', 'recipe/verl_pin.py')\n"
     )
     assert script_loaders(fine) == []
+
+
+def test_every_folder_of_code_is_a_package_setup_py_ships() -> None:
+    """setup.py ships find_packages(): a folder of modules without __init__.py is left out of a
+    non-editable install (recipe/tracking was, before this test)."""
+    from setuptools import find_packages
+
+    shipped = set(find_packages(where=str(REPO), include=["copo_core*", "recipe*", "data_prep*"]))
+    folders = {
+        ".".join(path.parent.relative_to(REPO).parts)
+        for top in ("copo_core", "recipe", "data_prep")
+        for path in (REPO / top).rglob("*.py")
+    }
+    assert folders <= shipped, f"add an __init__.py to: {sorted(folders - shipped)}"

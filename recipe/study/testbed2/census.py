@@ -2,7 +2,8 @@
 
 Samples ``actor_rollout_ref.rollout.n`` responses at the training temperature for the first
 ``per_task`` training prompts of each task, with the fast trainer's rollout and the configured reward,
-and counts all-correct, all-wrong and mixed groups (``recipe.study.census.census_rows``).
+and counts all-correct, all-wrong and mixed groups (``recipe.study.census.census_rows``) into
+``census.csv``; the docs show it through ``recipe.study.testbed2.report`` (``census`` fragment).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 import torch
 
-from recipe.study.census import CENSUS_COLUMNS, census_markdown, census_rows
+from recipe.study.census import CENSUS_COLUMNS, census_rows
 from recipe.study.steps import write_csv
 from recipe.study.testbed.mixed import level_of
 
@@ -63,5 +64,4 @@ def run_census(config: Any, per_task: int, seed: int, out_dir: Path) -> list[dic
             levels.append({**problem, "dataset": level_of(str(g.prompt.extra_info["original_id"]))})
     rows = census_rows(tasks) + [r for r in census_rows(levels) if r["dataset"] != "all"]
     write_csv(out_dir / "census.csv", rows, list(CENSUS_COLUMNS))
-    (out_dir / "census.md").write_text(census_markdown(rows))
     return rows

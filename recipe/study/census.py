@@ -85,6 +85,20 @@ def census_rows(samples: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
+def read_census(path: Path) -> list[dict[str, Any]]:
+    """The rows of a committed ``census.csv`` (as :func:`census_rows` returned them, up to rounding)."""
+    import csv
+
+    with open(path, newline="") as f:
+        return [
+            {
+                k: v if k == "dataset" else (int(v) if k in ("groups", "k") and v.isdigit() else float(v))
+                for k, v in r.items()
+            }
+            for r in csv.DictReader(f)
+        ]
+
+
 def census_markdown(rows: list[dict[str, Any]]) -> str:
     """A markdown table of ``census_rows`` (shares in percent)."""
     lines = [

@@ -130,7 +130,7 @@ _MD_COLUMNS = (
 )
 
 
-def _write_markdown(path: Path, summary: list[dict[str, Any]]) -> None:
+def summary_markdown(summary: list[dict[str, Any]]) -> str:
     """The results table of docs/STUDY_CPU.md: mean +- sample std over seeds (percent where %)."""
     head = ["method", "seeds", "steps"] + [
         f"{title}{' (%)' if scale == 100 else ''}" for title, _, scale, _ in _MD_COLUMNS
@@ -142,8 +142,55 @@ def _write_markdown(path: Path, summary: list[dict[str, Any]]) -> None:
             mean, std = row[f"{key}_mean"] * scale, row[f"{key}_std"] * scale
             cells.append("n/a" if math.isnan(mean) else f"{mean:{spec}} ± {abs(std):.1f}")
         lines.append("| " + " | ".join(cells) + " |")
-    path.write_text("\n".join(lines) + "\n")
+    return "\n".join(lines) + "\n"
+
+
+def _write_markdown(path: Path, summary: list[dict[str, Any]]) -> None:
+    path.write_text(summary_markdown(summary))
     print(f"[study] wrote {path}")
+
+
+def summary_from_steps(steps_csv: Path) -> list[dict[str, Any]]:
+    """The per-method summary again, from the committed ``steps.csv`` alone (methods in file order)."""
+    import csv
+
+    text_columns = ("run", "method", "val_source")
+    per_method: dict[str, dict[int, list[dict[str, Any]]]] = {}
+    with open(steps_csv, newline="") as f:
+        for raw in csv.DictReader(f):
+            row: dict[str, Any] = {}
+            for key, value in raw.items():
+                if value == "":
+                    continue
+                row[key] = (
+                    value
+                    if key in text_columns
+                    else (int(value) if key in ("seed", "step") else float(value))
+                )
+            per_method.setdefault(row["method"], {}).setdefault(row["seed"], []).append(row)
+    return [_method_row(m, [runs[s] for s in sorted(runs)]) for m, runs in per_method.items()]
+
+
+def figures(docs: Path = REPO_ROOT / "docs" / "study_cpu") -> dict[str, str]:
+    """Every figure the docs state about the SmolLM2 study, from ``steps.csv`` (names without ``smollm2/``)."""
+    summary = {row["method"]: row for row in summary_from_steps(docs / "steps.csv")}
+    copo = [summary[m]["frac_nonzero_adv_mean"] for m in summary if m.startswith("copo")]
+    base, dapo = summary["grpo"], summary["dapo_filter"]
+    others = [summary[m]["train_wall_min_mean"] for m in summary if m != "dapo_filter"]
+    from recipe.study.census import census_markdown, read_census
+
+    return {
+        "results": summary_markdown(list(summary.values())),
+        "census": census_markdown(read_census(docs / "census.csv")),
+        "readme": (
+            f"Measured here ({base['steps']} steps x {base['seeds']} seeds): COPO gave a non-zero advantage to "
+            f"{100 * min(copo):.0f}-{100 * max(copo):.0f}% of responses against GRPO's "
+            f"{100 * base['frac_nonzero_adv_mean']:.0f}%, at no measurable step cost; DAPO filtering reached "
+            f"{100 * dapo['frac_nonzero_adv_mean']:.0f}% by generating {dapo['generated_per_useful_mean']:.1f} responses "
+            f"per useful one in {dapo['train_wall_min_mean'] / (sum(others) / len(others)):.1f}x the others' mean "
+            "training time; accuracy differences stayed within the seed spread.\n"
+        ),
+    }
 
 
 def _write_csv(path: Path, rows: list[dict[str, Any]], columns: list[str]) -> None:

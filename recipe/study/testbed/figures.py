@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from recipe.study.census import census_markdown, read_census
 from recipe.study.methods import BASELINE
 from recipe.study.testbed import analysis
 from recipe.study.testbed.runs import REPO_ROOT
@@ -108,6 +109,7 @@ def fragments(docs: Path = DOCS, commit: str | None = None) -> dict[str, str]:
         "(recipe/copo/config/testbed_cpu.yaml)."
     )
     out["results"] = analysis.markdown(summary, signal_rows, analysis.THRESHOLD_GAIN, note)
+    out["census"] = census_markdown(read_census(docs / "census.csv"))
     out["oneline"] = (
         f"> **Result in one line.** {len(seeds)} seeds x {len(methods)} methods x {steps} steps (the runs' wall times sum "
         f"to {total_min:.0f} min, two at a time): "

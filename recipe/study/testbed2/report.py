@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from recipe import stats as paired
-from recipe.study.census import census_markdown
+from recipe.study.census import census_markdown, read_census
 from recipe.study.testbed2 import plan
 
 TASKS = ("add", "max")
@@ -364,9 +364,8 @@ def report(docs: Path) -> dict[str, str]:
     pilot = read(docs, "pilot_runs.csv")
     out: dict[str, str] = {}
     for name in ("census", "census_question_only"):
-        census = read(docs, f"{name}.csv")
-        if census is not None:
-            out[name] = census_markdown(census.to_dict("records"))
+        if (docs / f"{name}.csv").is_file():
+            out[name] = census_markdown(read_census(docs / f"{name}.csv"))
     if pilot is not None:
         tuning = pilot[pilot.phase == "tuning"]
         chosen = choose_learning_rates(tuning)

@@ -4,7 +4,8 @@ from the committed CSVs today.
 docs/STUDY_CPU.md, docs/STUDY_PLAN.md and README.md hold the studies' figures between
 ``<!-- generated: NAME -->`` and ``<!-- end generated -->``. ``testbed/*`` blocks come from
 ``recipe.study.testbed.figures`` (the v1 study's docs/study_cpu/testbed/*.csv), ``testbed2/*`` from
-``recipe.study.testbed2.report`` (docs/study_cpu/testbed2/*.csv).
+``recipe.study.testbed2.report`` (docs/study_cpu/testbed2/*.csv), ``smollm2/*`` from
+``recipe.study.smollm2_summary.figures`` (docs/study_cpu/steps.csv).
 """
 
 from __future__ import annotations
@@ -43,6 +44,17 @@ def test_docs_include_the_v1_figures_and_each_equals_its_derivation() -> None:
         if key == "provenance" and "provenance" not in derived:
             continue  # no git history here (e.g. an exported tree): test_provenance says so
         assert body == derived[key], f"{doc}: block {name} differs from recipe.study.testbed.figures"
+
+
+def test_docs_include_the_smollm2_figures_and_each_equals_its_derivation() -> None:
+    from recipe.study.smollm2_summary import figures as smollm2_figures
+
+    derived = smollm2_figures(STUDY_DOCS)
+    blocks = {k: v for k, v in _blocks().items() if k[1].startswith("smollm2/")}
+    assert {name for _, name in blocks} == {"smollm2/results", "smollm2/readme", "smollm2/census"}
+    for (doc, name), body in blocks.items():
+        assert body == derived[name.split("/", 1)[1]], f"{doc}: block {name} differs from its derivation"
+    assert (STUDY_DOCS / "summary.md").read_text() == derived["results"]
 
 
 def test_v1_summary_md_is_the_results_block() -> None:

@@ -174,3 +174,39 @@ def test_docs_fragments_are_replaced_and_read_back(tmp_path: Path) -> None:
     assert changed == [doc]
     assert docs.fragments_in(doc.read_text()) == {"testbed2/x": "new\nlines\n", "other/y": "keep\n"}
     assert docs.update_docs({"x": "new\nlines\n"}, docs=(doc,)) == []
+
+
+def test_usage_wrapper_records_cpu_seconds_and_passes_the_exit_status(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    out = tmp_path / "usage.json"
+    burn = "import sys, time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass\nsys.exit(3)"
+    rc = subprocess.call(
+        [sys.executable, "-m", "recipe.study.testbed2.usage", str(out), "--", sys.executable, "-c", burn]
+    )
+    usage = json.loads(out.read_text())
+    assert rc == 3 and usage["returncode"] == 3
+    assert usage["cpu_s"] >= 0.3 and usage["wall_s"] >= 0.3
+
+
+def test_confirmatory_runs_wait_for_a_committed_plan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+
+    from recipe.study.testbed2 import cli
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    git("config", "user.email", "t@t")
+    git("config", "user.name", "t")
+    plan_doc = tmp_path / "PLAN.md"
+    plan_doc.write_text("plan\n")
+    monkeypatch.setattr(cli, "REPO_ROOT", tmp_path)
+    assert not cli._committed(plan_doc)  # untracked
+    git("add", "PLAN.md")
+    git("commit", "-qm", "plan")
+    assert cli._committed(plan_doc)
+    plan_doc.write_text("plan, edited after the fact\n")
+    assert not cli._committed(plan_doc)

@@ -274,15 +274,16 @@ def mde_markdown(pilot: pd.DataFrame, runs: pd.DataFrame | None = None) -> str:
     mde = paired.minimum_detectable_effect(test.sd, n, plan.ALPHA, plan.POWER)
     line = (
         f"Pilot ({test.n} paired seeds, {', '.join(map(str, sorted(set(pilot.seed))))}): SD of the paired AUC difference "
-        f"{pct(test.sd)} points, so with {n} seeds a two-sided paired t-test at alpha {plan.ALPHA} detects a mean "
-        f"difference of **{pct(mde)} points** with {plan.POWER:.0%} power (the pilot's own mean difference: "
-        f"{pct(test.mean, True)})."
+        f"{100 * test.sd:.2f} points, so with {n} seeds a two-sided paired t-test at alpha {plan.ALPHA} detects a mean "
+        f"difference of **{100 * mde:.2f} points** with {plan.POWER:.0%} power (the pilot's own mean difference: "
+        f"{100 * test.mean:+.2f})."
     )
     if runs is not None:
         achieved = _paired(runs, *plan.PRIMARY, "auc")
+        achieved_mde = paired.minimum_detectable_effect(achieved.sd, achieved.n, plan.ALPHA, plan.POWER)
         line += (
-            f" In the confirmatory runs the SD was {pct(achieved.sd)} points: "
-            f"{pct(paired.minimum_detectable_effect(achieved.sd, achieved.n, plan.ALPHA, plan.POWER))} points at 80% power."
+            f" In the confirmatory runs the SD was {100 * achieved.sd:.2f} points: {100 * achieved_mde:.2f} points at "
+            f"{plan.POWER:.0%} power."
         )
     return line + "\n"
 

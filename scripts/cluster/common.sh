@@ -13,14 +13,65 @@ export COPO_ROOT
 COPO_JOB_ENV_VARS="MODEL_PATH DATA_DIR CKPT_DIR NNODES GPUS_PER_NODE"
 
 
-# ray_client_auth: Ray (>= 2.5x) enables token authentication when a token exists; a client
-# (`ray job submit/logs/status`) must then set RAY_AUTH_MODE=token too, or it is refused.
-ray_client_auth() {
-  if [ -z "${RAY_AUTH_MODE:-}" ] \
-    && { [ -n "${RAY_AUTH_TOKEN:-}" ] || [ -f "${RAY_AUTH_TOKEN_PATH:-${HOME:-/nonexistent}/.ray/auth_token}" ]; }; then
-    export RAY_AUTH_MODE=token
-    log "Ray auth token found: RAY_AUTH_MODE=token for the client"
+# Token authentication: every cluster script runs Ray with RAY_AUTH_MODE=token. A `ray start --head`
+# without it (Ray 2.60 turns tokens on by itself only for ray.init's local clusters, or when a token
+# already exists) accepts jobs, i.e. code to run on every node, from anyone who reaches its ports.
+# The token is a file readable by its owner alone: RAY_AUTH_TOKEN_PATH, else Ray's own default
+# ~/.ray/auth_token (or the value of RAY_AUTH_TOKEN, which Ray reads first). No script prints it.
+
+# cluster_token_path: the token file this node uses.
+cluster_token_path() {
+  echo "${RAY_AUTH_TOKEN_PATH:-${HOME:?HOME is not set; set RAY_AUTH_TOKEN_PATH}/.ray/auth_token}"
+}
+
+# make_cluster_token PATH: write a new random token (256 bits, hex) to PATH, mode 0600, atomically
+# (a temporary file in the same folder, renamed; an existing file is never overwritten).
+make_cluster_token() {
+  local path=$1 dir tmp
+  dir="$(dirname "$path")"
+  (umask 077 && mkdir -p "$dir") || die "cannot create the token's folder $dir"
+  tmp="$(umask 077 && mktemp "$dir/.auth_token.XXXXXX")" || die "cannot write in $dir"
+  od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >"$tmp"
+  chmod 600 "$tmp"
+  if ! mv -n "$tmp" "$path" || [ -f "$tmp" ]; then
+    rm -f "$tmp"
   fi
+  [ -s "$path" ] || die "could not create the Ray auth token at $path"
+}
+
+# use_cluster_token ROLE: turn on token authentication for ROLE's Ray commands (head, worker, client).
+# The head makes a token when none exists and says where; a worker or a client needs the head's
+# token already in place (see README, "Who may use the cluster"). Refuses RAY_AUTH_MODE other than
+# token, and a token file that others may read.
+use_cluster_token() {
+  local role=$1 path mode
+  case "${RAY_AUTH_MODE:-token}" in
+    token) ;;
+    *) die "RAY_AUTH_MODE=$RAY_AUTH_MODE: the copo-verl cluster scripts always run Ray with token \
+authentication (without it anyone who reaches the head's ports can run code on every node); unset RAY_AUTH_MODE" ;;
+  esac
+  export RAY_AUTH_MODE=token
+  if [ -n "${RAY_AUTH_TOKEN:-}" ]; then
+    log "Ray token authentication: the token comes from RAY_AUTH_TOKEN"
+    return 0
+  fi
+  path="$(cluster_token_path)"
+  if [ ! -e "$path" ]; then
+    [ "$role" = head ] || die "no Ray auth token at $path. Token authentication is on: copy the head's \
+token file to this path (mode 0600; e.g. \`scp -p HEAD:.ray/auth_token $path\`), or set RAY_AUTH_TOKEN_PATH to \
+where it is (a shared filesystem works); never paste it into a command line or a committed file"
+    make_cluster_token "$path"
+    log "created a new Ray auth token at $path (mode 0600; the token itself is not shown). Every other \
+node and every client needs this same file: see README, \"Who may use the cluster\""
+  fi
+  [ -f "$path" ] && [ -s "$path" ] || die "the Ray auth token $path is not a non-empty file"
+  mode="$(stat -c '%a' "$path")"
+  if (( 8#$mode & 8#077 )); then
+    die "the Ray auth token $path has mode $mode: others on this machine could read it and run code on \
+the cluster. Run: chmod 600 $path"
+  fi
+  export RAY_AUTH_TOKEN_PATH=$path
+  log "Ray token authentication: token file $path"
 }
 
 # job_status ADDRESS ID: the Ray job's status word (PENDING, RUNNING, SUCCEEDED, FAILED, STOPPED),
@@ -158,6 +209,16 @@ detect_ip() {
   [ -n "$ip" ] || die "could not detect a non-loopback IP for this node (found: ${candidates[*]:-none}); \
 set NODE_IP to the address the other nodes reach it at (or NODE_IFNAME to its interface)"
   echo "$ip"
+}
+
+# url_host HOST: HOST as it goes in a URL that reaches it from this node (a wildcard address means
+# NODE_IP; an IPv6 address gets brackets).
+url_host() {
+  case "$1" in
+    0.0.0.0 | :: | "") echo "${NODE_IP:-127.0.0.1}" ;;
+    *:*) echo "[$1]" ;;
+    *) echo "$1" ;;
+  esac
 }
 
 # print_cmd ARGS...: the command as one shell-quoted line (copy-pasteable).
@@ -368,10 +429,18 @@ record_ray_state() {
     echo "RAY_CLIENT_PORT=$client_port"
     echo "RAY_SESSION_DIR=$session"
     echo "PIDS=\"${pids% }\""
+    if [ -n "${COPO_DASHBOARD_URL:-}" ]; then echo "DASHBOARD_URL=$COPO_DASHBOARD_URL"; fi
     echo "STARTED_AT=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
   } >"$tmp"
   mv -f "$tmp" "$state" # atomic: stop.sh never reads a half-written file
   log "recorded $role state in $state (pids: ${pids% })"
+}
+
+# recorded_dashboard_url: the dashboard URL of the head start_head.sh started on this node (empty if none).
+recorded_dashboard_url() {
+  local state
+  state="$COPO_RAY_STATE_DIR/$(hostname).head.state"
+  if [ -f "$state" ]; then sed -n 's/^DASHBOARD_URL=//p' "$state"; fi
 }
 
 # refuse_if_running ROLE: stop here if this script's ROLE (head/worker) is already running on this

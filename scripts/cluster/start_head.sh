@@ -12,6 +12,11 @@
 #                    NODE_IFNAME / GLOO_SOCKET_IFNAME's address, the default route's, `hostname -I`]
 #   RAY_PORT         GCS port workers connect to               [6379]
 #   DASHBOARD_PORT   dashboard and job-submission port         [8265]
+#   DASHBOARD_HOST   address the dashboard (job submission) listens on [NODE_IP: the cluster network
+#                    only; 0.0.0.0 would also open it on every other interface of the node]
+#   RAY_AUTH_TOKEN_PATH  the cluster's token file              [~/.ray/auth_token; made, mode 0600,
+#                    when missing. Token authentication is always on (RAY_AUTH_MODE=token): see
+#                    README, "Who may use the cluster", for how the other nodes get the same token]
 #   RAY_CLIENT_PORT  Ray client server port                    [10001]
 #   DASHBOARD_AGENT_PORT  HTTP port of this node's dashboard agent (job submission goes through
 #                    the head's; must be free on the node)   [52365]
@@ -40,6 +45,7 @@ DASHBOARD_AGENT_PORT=${DASHBOARD_AGENT_PORT:-52365}
 require_int DASHBOARD_AGENT_PORT "$DASHBOARD_AGENT_PORT"
 GPUS_PER_NODE=${GPUS_PER_NODE:-$(detect_gpus)}
 NODE_IP=${NODE_IP:-$(detect_ip)}
+DASHBOARD_HOST=${DASHBOARD_HOST:-$NODE_IP}
 for v in RAY_PORT DASHBOARD_PORT RAY_CLIENT_PORT GPUS_PER_NODE; do require_int "$v" "${!v}"; done
 [ -z "${NUM_CPUS:-}" ] || require_int NUM_CPUS "$NUM_CPUS"
 # Ray puts unix sockets under the temp dir; their paths must stay below 107 bytes.
@@ -50,21 +56,26 @@ RAY="$(ray_bin)"
 ray_start_cmd --head \
   --node-ip-address="$NODE_IP" \
   --port="$RAY_PORT" \
-  --dashboard-host=0.0.0.0 \
+  --dashboard-host="$DASHBOARD_HOST" \
   --dashboard-port="$DASHBOARD_PORT" \
   --ray-client-server-port="$RAY_CLIENT_PORT"
 
 [ "$GPUS_PER_NODE" -gt 0 ] || log "WARNING: GPUS_PER_NODE=0: this head will schedule no GPU work"
 refuse_if_running head
 check_node_env "$GPUS_PER_NODE"
+use_cluster_token head
 
 mkdir -p "$RAY_TEMP_DIR"
-log "starting Ray head on $NODE_IP:$RAY_PORT with $GPUS_PER_NODE GPU(s)"
+log "starting Ray head on $NODE_IP:$RAY_PORT with $GPUS_PER_NODE GPU(s), dashboard on $DASHBOARD_HOST:$DASHBOARD_PORT"
+# recorded in the state file: submit.sh on this node defaults to it
+COPO_DASHBOARD_URL="http://$(url_host "$DASHBOARD_HOST"):$DASHBOARD_PORT"
+export COPO_DASHBOARD_URL
 launch_ray head "$RAY_TEMP_DIR" "$RAY_CLIENT_PORT" "${CMD[@]}"
 
 cat >&2 <<EOF
 [cluster] Ray head is up.
 [cluster]   workers:  HEAD_ADDRESS=$NODE_IP:$RAY_PORT bash scripts/cluster/start_worker.sh
-[cluster]   submit:   RAY_ADDRESS=http://$NODE_IP:$DASHBOARD_PORT bash scripts/cluster/submit.sh
+[cluster]   submit:   RAY_ADDRESS=$COPO_DASHBOARD_URL bash scripts/cluster/submit.sh
+[cluster]   (workers and clients need the token file $(cluster_token_path): README, "Who may use the cluster")
 [cluster]   stop:     bash scripts/cluster/stop.sh
 EOF

@@ -8,6 +8,8 @@
 # ~/.cache/copo-verl/ray/<hostname>.{head,worker}.state) and signals the processes of those sessions:
 # the recorded PIDs still running that session, every process whose command line names its Ray temp
 # dir, and their descendants (Ray workers). SIGTERM first, SIGKILL after STOP_TIMEOUT_S.
+# It talks to no Ray API (it signals the processes recorded on this node), so it needs no token and
+# stops the node even when the token file is gone or wrong.
 #
 # Environment:
 #   COPO_RAY_STATE_DIR  where the start scripts recorded their sessions [~/.cache/copo-verl/ray]

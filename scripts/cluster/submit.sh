@@ -15,7 +15,8 @@
 # job's command line): put WANDB_API_KEY etc. in the env file of start_head.sh / start_worker.sh.
 #
 # Environment (defaults in brackets; --env-file / ENV_FILE is loaded first, set values win):
-#   RAY_ADDRESS     job-submission address of the head      [http://127.0.0.1:8265]
+#   RAY_ADDRESS     job-submission address of the head      [on the head's node: the dashboard
+#                   address start_head.sh recorded; elsewhere http://127.0.0.1:8265]
 #   CONFIG          config name (--config)                  [copo_qwen2.5_7b]
 #   MODEL_PATH DATA_DIR CKPT_DIR NNODES GPUS_PER_NODE   forwarded to the job when set (see the config)
 #   PYTHON          interpreter with the project, here (validation) and for the job [python3]
@@ -27,9 +28,9 @@
 #   NO_WAIT         1 returns after submission (no log streaming) [0]
 #   SUBMIT_RETRIES  attempts while a fresh head's job agent is not up yet [6]
 #   DRY_RUN         1 prints the `ray job submit` command as one shell-quoted line and exits [0]
-# Ray token authentication (Ray >= 2.5x enables it by default when a token exists): with RAY_AUTH_MODE
-# unset and a token in RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token, this sets
-# RAY_AUTH_MODE=token for the client, as the head does (otherwise `ray job submit` is refused).
+#   RAY_AUTH_TOKEN_PATH  the cluster's token file (the head's, copied here) [~/.ray/auth_token]
+# The cluster runs with token authentication (start_head.sh): the submission carries the token from
+# RAY_AUTH_TOKEN_PATH (or RAY_AUTH_TOKEN), never on a command line; without it the head refuses the job.
 set -euo pipefail
 # shellcheck source=scripts/cluster/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -54,6 +55,7 @@ if [ -n "${ENV_FILE:-}" ]; then load_env_file "$ENV_FILE"; fi
 DRY_RUN=${DRY_RUN:-0}
 NO_WAIT=${NO_WAIT:-0}
 VALIDATE=${VALIDATE:-1}
+RAY_ADDRESS=${RAY_ADDRESS:-$(recorded_dashboard_url)}
 RAY_ADDRESS=${RAY_ADDRESS:-http://127.0.0.1:8265}
 WORKING_DIR=${WORKING_DIR:-$COPO_ROOT}
 CONFIG=${CONFIG:-copo_qwen2.5_7b}
@@ -98,7 +100,7 @@ if [ "$DRY_RUN" = "1" ]; then
   exit 0
 fi
 
-ray_client_auth
+use_cluster_token client
 log "submitting config $CONFIG to $RAY_ADDRESS as $SUBMISSION_ID"
 log "$(print_cmd "${CMD[@]}")"
 # A head that has just started may not have registered its job agent yet ("No available agent to

@@ -91,6 +91,7 @@ def test_two_ray_nodes_train_copo_and_stop_clean(tmp_path: Path) -> None:
     state_dir = tmp_path / "ray_state"
     token = tmp_path / "auth_token"
     token.write_text(os.urandom(32).hex())
+    token.chmod(0o600)  # start_head.sh refuses a token others may read
     ray_port, dash = free_port(), free_port()
     env = cpu_env()
     env.update(

@@ -19,6 +19,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -36,6 +37,9 @@ def run(
     cmd: list[str], env: dict[str, str] | None = None, timeout: int = 180, **kw
 ) -> subprocess.CompletedProcess:
     full_env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHON": sys.executable, **(env or {})}
+    # A HOME of its own: a head started here makes its auth token there, never in the user's ~/.ray.
+    if "HOME" not in (env or {}):
+        full_env["HOME"] = tempfile.mkdtemp(prefix="copo_home_")
     full_env["PATH"] = f"{Path(sys.executable).parent}:{full_env['PATH']}"
     for key in (
         "RAY_ADDRESS",
@@ -48,6 +52,7 @@ def run(
         "DATA_DIR",
         "CKPT_DIR",
         "RAY_AUTH_MODE",
+        "RAY_AUTH_TOKEN",
         "RAY_AUTH_TOKEN_PATH",
     ):
         if key not in (env or {}):
@@ -255,8 +260,12 @@ def test_what_submit_validates_is_what_it_submits(tmp_path: Path) -> None:
     # and settings exported in the shell reach neither.
     record = tmp_path / "submitted"
     fake_ray(tmp_path / "bin", record)
+    token = tmp_path / "auth_token"
+    token.write_text(os.urandom(32).hex())
+    token.chmod(0o600)
     env = {
         **PATHS,
+        "RAY_AUTH_TOKEN_PATH": str(token),
         "PYTHON": str(tmp_path / "bin" / "python"),
         "CONFIG": "gcpo_qwen2.5_7b",
         "NNODES": "2",
@@ -269,6 +278,10 @@ def test_what_submit_validates_is_what_it_submits(tmp_path: Path) -> None:
     checked = re.search(r"\[validate_job\] OK (.*)", proc.stderr)
     assert checked, proc.stderr
     argv = record.read_text().splitlines()
+    # the submission is authenticated through the token file, and the token never shows on a command line
+    seen = dict(line.split("=", 1) for line in Path(f"{record}.env").read_text().splitlines() if "=" in line)
+    assert seen["RAY_AUTH_MODE"] == "token" and seen["RAY_AUTH_TOKEN_PATH"] == str(token)
+    assert token.read_text() not in "\n".join(argv) + proc.stderr
     call = validate_job.parse_submit_line(shlex.join(["ray", *argv]))
     # Compose the submitted job from scratch, in an environment holding only what the job gets.
     job_call, config, read = validate_job.compose_job(call.entrypoint, call.env_vars)
@@ -454,6 +467,7 @@ def test_env_file_loads_and_environment_wins(tmp_path: Path) -> None:
         "--num-cpus=12",
         "--node-ip-address=10.0.0.5",
         "--dashboard-port=9999",
+        "--dashboard-host=10.0.0.5",  # the node's cluster address, never 0.0.0.0 by default
     ):
         assert flag in argv, (flag, argv)
     bad = tmp_path / "bad.env"
@@ -524,6 +538,7 @@ def test_head_submit_stop_round_trip(tmp_path: Path) -> None:
     # Token auth as Ray >= 2.5x sets it up, but with a private token (not ~/.ray/auth_token).
     token = tmp_path / "auth_token"
     token.write_text(os.urandom(32).hex())
+    token.chmod(0o600)  # start_head.sh refuses a token others may read
     env = {
         "RAY_AUTH_MODE": "token",
         "RAY_AUTH_TOKEN_PATH": str(token),
@@ -619,6 +634,7 @@ def test_blocking_head_stops_with_its_owner(tmp_path: Path) -> None:
     state_dir = tmp_path / "state"
     token = tmp_path / "auth_token"  # private token auth, as in the round trip above
     token.write_text(os.urandom(32).hex())
+    token.chmod(0o600)  # start_head.sh refuses a token others may read
     env = {
         **os.environ,
         "OMP_NUM_THREADS": "1",
@@ -679,6 +695,7 @@ def test_failed_ray_start_is_retried_then_reported(tmp_path: Path) -> None:
     )
     fake_ray.chmod(0o755)
     env = {
+        "HOME": str(tmp_path),  # the head makes its auth token there, not in the user's HOME
         "PYTHON": str(bin_dir / "python"),
         "SKIP_ENV_CHECK": "1",
         "RAY_START_ATTEMPTS": "2",

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from data_prep.converters import SPECS, ConversionReport, DatasetSpec, convert_records
 from data_prep.io import load_hub, load_local, log, write_parquet_atomic
-from data_prep.schema import PAPER_TEMPLATE, PROMPT_TEMPLATES, REASONING_GYM_TEMPLATE
+from data_prep.schema import PAPER_TEMPLATE, PROMPT_TEMPLATES, REASONING_GYM_TEMPLATE, check_rows
 
 __all__ = ["main", "build_parser"]
 
@@ -122,6 +122,17 @@ def _load(spec: DatasetSpec, args: argparse.Namespace) -> list[dict]:
     return records
 
 
+def _write_checked(rows: list[dict], path: Path) -> Path:
+    """Write ``rows`` after checking them against the schema the trainer checks (data_prep/schema.py)."""
+    errors = check_rows(rows)
+    if errors:
+        raise CliError(
+            f"{len(errors)} row(s) meant for {path} break the RL schema, first {errors[0]}; nothing written "
+            "(a data_prep bug: please report it with the command line)"
+        )
+    return write_parquet_atomic(rows, path)
+
+
 def _report_errors(report: ConversionReport) -> None:
     for err in report.errors[:_MAX_LISTED_ERRORS]:
         log(f"malformed {err}")
@@ -142,7 +153,7 @@ def _run_dataset(spec: DatasetSpec, args: argparse.Namespace) -> int:
     if not rows:
         raise CliError(f"no valid rows in {len(records)} source records; nothing written")
     name = spec.output_file(args.prompt_template, fraction, seed)
-    path = write_parquet_atomic(rows, args.out / name)
+    path = _write_checked(rows, args.out / name)
     reasons = ", ".join(f"{k}: {v}" for k, v in report.reasons().items()) or "none"
     print(
         f"{spec.name}: wrote {len(rows)} rows ({args.prompt_template} prompts) to {path} "
@@ -179,9 +190,9 @@ def _run_reasoning_gym(args: argparse.Namespace) -> int:
         train, val = generate(specs, args.size, args.seed, args.val_size, template=args.prompt_template)
     except TypeError as exc:  # an unknown config key reaches the reasoning-gym config dataclass
         raise CliError(f"--task-config: {exc}") from exc
-    paths = [write_parquet_atomic(train, args.out / "train.parquet")]
+    paths = [_write_checked(train, args.out / "train.parquet")]
     if val:
-        paths.append(write_parquet_atomic(val, args.out / "val.parquet"))
+        paths.append(_write_checked(val, args.out / "val.parquet"))
     print(
         f"reasoning_gym: wrote {len(train)} train rows to {paths[0]}"
         + (f" and {len(val)} val rows to {paths[1]}" if val else "")

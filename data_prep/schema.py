@@ -29,20 +29,25 @@ The reward (``recipe.reward``) reads either format: the response's last ``\\boxe
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
     "ABILITY",
+    "REQUIRED_COLUMNS",
     "BOXED_INSTRUCTION",
     "PAPER_TEMPLATE",
     "PROMPT_TEMPLATES",
     "REASONING_GYM_TEMPLATE",
     "RowError",
+    "check_rows",
     "coerce_answer",
     "coerce_problem",
     "make_row",
+    "missing_columns",
     "render_prompt",
+    "row_problems",
 ]
 
 ABILITY = "math"
@@ -140,3 +145,84 @@ def make_row(
             "prompt_template": template,
         },
     }
+
+
+# --- the schema as a check: what the trainer's data check (recipe/copo/data_check.py) and the writer
+# (data_prep's CLI, before each write) both apply. ``ability`` and ``extra_info`` are optional: nothing
+# downstream needs them.
+REQUIRED_COLUMNS = ("data_source", "prompt", "reward_model")
+
+
+def missing_columns(
+    columns: Iterable[str], *, prompt_key: str = "prompt", source_key: str = "data_source"
+) -> list[str]:
+    """The required columns (``prompt_key`` and ``source_key`` standing for prompt/data_source) not in ``columns``."""
+    renamed = {"data_source": source_key, "prompt": prompt_key}
+    have = set(columns)
+    return [renamed.get(c, c) for c in REQUIRED_COLUMNS if renamed.get(c, c) not in have]
+
+
+def _prompt_problem(prompt: Any, prompt_key: str) -> str | None:
+    if prompt is None:
+        return f"{prompt_key} is missing; it must be a list of chat messages, e.g. [{{'role': 'user', 'content': ...}}]"
+    if isinstance(prompt, str):
+        return (
+            f"{prompt_key} is a plain string; it must be a list of chat messages "
+            "[{'role': 'user', 'content': ...}] (verl applies the model's chat template to it)"
+        )
+    if not isinstance(prompt, list | tuple) or not prompt:
+        return f"{prompt_key} is empty; the row has no question to ask the model (drop the row or fill it)"
+    text = ""
+    for i, message in enumerate(prompt):
+        if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):
+            return f"{prompt_key}[{i}] is not a chat message with a string 'role' and 'content'"
+        content = message.get("content")
+        if not isinstance(content, str):
+            return f"{prompt_key}[{i}].content is {type(content).__name__}, not a string"
+        text += content
+    if not text.strip():
+        return f"{prompt_key} is empty (its messages hold no text); the row has no question (drop the row or fill it)"
+    return None
+
+
+def row_problems(
+    row: Mapping[str, Any], *, prompt_key: str = "prompt", source_key: str = "data_source"
+) -> list[str]:
+    """What is wrong with one RL row (empty when nothing), each reason saying what to fix."""
+    problems = []
+    source = row.get(source_key)
+    if not isinstance(source, str) or not source.strip():
+        problems.append(
+            f"{source_key} is {source!r}; it must name the dataset as a non-empty string (e.g. 'math_dapo'): "
+            "the reward and the validation metrics are keyed by it"
+        )
+    problem = _prompt_problem(row.get(prompt_key), prompt_key)
+    if problem:
+        problems.append(problem)
+    reward = row.get("reward_model")
+    truth = reward.get("ground_truth") if isinstance(reward, Mapping) else None
+    if not isinstance(reward, Mapping) or "ground_truth" not in reward or truth is None:
+        problems.append(
+            "reward_model.ground_truth is missing; every row needs its gold answer, "
+            "{'style': 'rule', 'ground_truth': '<answer>'}"
+        )
+    elif not isinstance(truth, str):
+        problems.append(
+            f"reward_model.ground_truth is a {type(truth).__name__} ({truth!r}), not a string; "
+            f"store the answer as text (e.g. {str(truth)!r}): the reward compares strings"
+        )
+    elif not truth.strip():
+        problems.append("reward_model.ground_truth is an empty string; every row needs its gold answer")
+    return problems
+
+
+def check_rows(
+    rows: Iterable[Mapping[str, Any]], *, prompt_key: str = "prompt", source_key: str = "data_source"
+) -> list[RowError]:
+    """Every problem of every row, as :class:`RowError` with the row's 0-based position."""
+    errors = []
+    for i, row in enumerate(rows):
+        errors += [
+            RowError(i, reason) for reason in row_problems(row, prompt_key=prompt_key, source_key=source_key)
+        ]
+    return errors

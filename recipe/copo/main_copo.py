@@ -22,6 +22,7 @@ import ray
 from omegaconf import DictConfig, OmegaConf
 
 from recipe.copo.config_check import validate_copo_config, with_verl_searchpath
+from recipe.copo.data_check import check_data
 from recipe.copo.throughput import resolve_attention
 from recipe.tracking.wandb_ready import check_wandb_ready
 from recipe.verl_pin import check_verl_version
@@ -122,6 +123,7 @@ def run_copo(config: DictConfig) -> None:
     )
     if not config.trainer.get("use_v1", True):
         raise ValueError("recipe.copo.main_copo runs verl's v1 trainer only: set trainer.use_v1=true")
+    check_data(config)  # every row of the train and val files, before Ray or any worker starts
     run_ppo(config, task_runner_class=CopoTaskRunner)
 
 

@@ -273,6 +273,24 @@ def _score_slow(pred: str, golds: list[str], timeout_s: float, num_procs: int | 
     return _result(pred, False)
 
 
+# verl's code, vision and search-QA datasets (verl/utils/reward_score/__init__.py): answers this math reward
+# cannot judge. Any other data_source is scored by the one math rule.
+NOT_MATH_SOURCES = frozenset(
+    {"codecontests", "apps", "codeforces", "taco", "hiyouga/geometry3k"}
+    | {f"searchR1_{name}" for name in ("nq", "triviaqa", "popqa", "hotpotqa", "2wikimultihopqa", "musique", "bamboogle")}
+)
+
+
+def unscorable_source(data_source: str) -> str | None:
+    """Why this reward cannot score rows of ``data_source`` (None: it can; every math source can)."""
+    if data_source in NOT_MATH_SOURCES:
+        return (
+            "not a math dataset; recipe.reward scores math final answers only. Train on math data, or set "
+            "reward.custom_reward_function.path to a reward for this dataset"
+        )
+    return None
+
+
 def compute_score(
     data_source: str,
     solution_str: str,

@@ -110,6 +110,12 @@ def validate_copo_config(config: DictConfig) -> None:
             raise ConfigError("distillation.enabled=true is not supported with COPO's loss")
 
     check_throughput(config)
+    checkpoint = config.actor_rollout_ref.actor.get("checkpoint") or {}
+    if checkpoint.get("async_save", False):
+        raise ConfigError(
+            "actor_rollout_ref.actor.checkpoint.async_save=true is not supported: the trainer seals a checkpoint "
+            "(recipe/copo/checkpoint_guard.py) only once it is completely written; set it to false"
+        )
     jsonl = config.trainer.get("metrics_jsonl")
     if jsonl is not None and not isinstance(jsonl, str):
         raise ConfigError(f"trainer.metrics_jsonl must be a path, empty or null; got {jsonl!r}")

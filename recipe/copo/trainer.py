@@ -11,18 +11,22 @@ trainer then reads that step's advantages once more to log the same ``signal/`` 
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterator, Mapping
 from functools import cached_property, partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from omegaconf import DictConfig
+from omegaconf import DictConfig, open_dict, read_write
+from verl.trainer.ppo.checkpoint_callback import CheckpointCallback
 from verl.trainer.ppo.v1.trainer_base import PPOTrainer, get_trainer_cls
 
 from copo_core import signal_budget_metrics
 from recipe.copo.actor_loss import copo_ppo_loss
+from recipe.copo.checkpoint_guard import CheckpointGuard, is_complete, verl_save_overrides
 from recipe.copo.step import (
     STEP_ESTIMATORS,
     StepBatch,
@@ -31,6 +35,7 @@ from recipe.copo.step import (
     answers_from_extra_info,
 )
 from recipe.tracking import names
+from recipe.tracking.jsonl import JsonlTeeTracking, metrics_jsonl_path
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +43,25 @@ log = logging.getLogger(__name__)
 def _extra_info(row: Any) -> dict[str, Any]:
     """verl v1 keeps the reward's extra info per row as ``extra_fields['reward_extra_info']``."""
     return (row.get("reward_extra_info") or {}) if isinstance(row, dict) else {}
+
+
+@contextlib.contextmanager
+def _overridden(section: DictConfig, values: Mapping[str, Any]) -> Iterator[None]:
+    """``section[key] = value`` for each item while inside; the previous values (or absence) come back."""
+    missing = object()
+    saved = {key: section.get(key, missing) for key in values}
+    with read_write(section), open_dict(section):
+        for key, value in values.items():
+            section[key] = value
+    try:
+        yield
+    finally:
+        with read_write(section), open_dict(section):
+            for key, value in saved.items():
+                if value is missing:
+                    del section[key]
+                else:
+                    section[key] = value
 
 
 class CopoTrainerMixin:
@@ -50,6 +74,9 @@ class CopoTrainerMixin:
     * ``logger``: the Tracking object is teed to ``trainer.metrics_jsonl``.
     * ``_update_actor``: with ``trainer.batch_dump_dir`` set, first saves the step batch the actor
       will train on (:func:`dump_step_batch`).
+    * ``_save_checkpoint`` / ``_load_checkpoint``: verl's, through :class:`CheckpointGuard` (staged,
+      sealed, renamed; the tracker is published once the step's metrics line is written; resume skips
+      partial folders; a full disk is a :class:`CheckpointSpaceError` naming the path and the space).
     """
 
     config: DictConfig
@@ -78,6 +105,60 @@ class CopoTrainerMixin:
             buffer.poll_interval = float(interval)
         return buffer
 
+    # -- checkpoints: verl's save and load, through the guard (recipe/copo/checkpoint_guard.py) --
+    @cached_property
+    def _checkpoint_guard(self) -> CheckpointGuard:
+        trainer = self.config.trainer
+        return CheckpointGuard(trainer.default_local_dir, keep=trainer.get("max_actor_ckpt_to_keep"))
+
+    def _load_checkpoint(self) -> Any:
+        mode = self.config.trainer.resume_mode
+        if mode == "auto":
+            self._checkpoint_guard.prepare_resume()
+        elif mode == "resume_path" and not is_complete(str(self.config.trainer.resume_from_path)):
+            raise ValueError(
+                f"trainer.resume_from_path={self.config.trainer.resume_from_path} is not a complete checkpoint "
+                "(no checkpoint_complete.json, or no data.pt and actor/): a save that never finished. Pick "
+                "another global_step_N, or use trainer.resume_mode=auto for the newest complete one"
+            )
+        return super()._load_checkpoint()  # type: ignore[misc]
+
+    def _save_checkpoint(self) -> None:
+        guard = self._checkpoint_guard
+        step = int(self.global_steps)
+        guard.check_space(step)
+        staging = guard.begin(step)
+        callback = self.checkpoint_callback
+        # verl calls the user's callback with the folder it wrote; it is called after publishing instead
+        self.checkpoint_callback = CheckpointCallback(config=self.config)
+        try:
+            with _overridden(self.config.trainer, verl_save_overrides(staging)):
+                super()._save_checkpoint()  # type: ignore[misc]
+        except BaseException as exc:
+            error = guard.abort(step, exc)
+            if error is exc:
+                raise
+            raise error from exc
+        finally:
+            self.checkpoint_callback = callback
+        guard.seal(step)
+        if not isinstance(self.logger, JsonlTeeTracking):  # no metrics file to wait for
+            self._publish_checkpoint()
+
+    def _publish_checkpoint(self) -> None:
+        step = self._checkpoint_guard.publish()
+        if step is not None:
+            folder = str(self._checkpoint_guard.root / f"global_step_{step}")
+            self.checkpoint_callback.on_save(
+                trainer=self, global_step=step, checkpoint_dir=folder, async_save=False
+            )
+
+    def _metrics_logged(self, step: int) -> None:
+        """After the metrics line of ``step`` is written: publish the checkpoint sealed at that step."""
+        pending = self._checkpoint_guard.pending
+        if pending is not None and step >= pending:
+            self._publish_checkpoint()
+
     # -- metrics JSONL: verl's fit() assigns self.logger = Tracking(...); tee it on assignment --
     @property
     def logger(self) -> Any:
@@ -85,12 +166,13 @@ class CopoTrainerMixin:
 
     @logger.setter
     def logger(self, tracking: Any) -> None:
-        from recipe.tracking.jsonl import JsonlTeeTracking, metrics_jsonl_path
-
         path = metrics_jsonl_path(self.config)
         if path and tracking is not None and not isinstance(tracking, JsonlTeeTracking):
             tracking = JsonlTeeTracking(
-                tracking, path, resume_step=int(getattr(self, "global_steps", 0) or 0)
+                tracking,
+                path,
+                resume_step=int(getattr(self, "global_steps", 0) or 0),
+                after_log=self._metrics_logged,
             )
         self.__dict__["_copo_tracking"] = tracking
 

@@ -20,7 +20,7 @@ import numbers
 import os
 import shutil
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -177,15 +177,25 @@ class JsonlMetricsWriter:
 
 
 class JsonlTeeTracking:
-    """Wraps verl's ``Tracking``: ``log`` goes to its backends and to the JSONL file."""
+    """Wraps verl's ``Tracking``: ``log`` goes to its backends and to the JSONL file, then to
+    ``after_log(step)`` (the trainer publishes the step's checkpoint there: recipe/copo/trainer.py)."""
 
-    def __init__(self, tracking: Any, path: str, resume_step: int = 0) -> None:
+    def __init__(
+        self,
+        tracking: Any,
+        path: str,
+        resume_step: int = 0,
+        after_log: Callable[[int], None] | None = None,
+    ) -> None:
         self._tracking = tracking
         self._writer = JsonlMetricsWriter(path, resume_step=resume_step)
+        self._after_log = after_log
 
     def log(self, data: Mapping[str, Any], step: int, backend: Any = None) -> None:
         self._tracking.log(data=data, step=step, backend=backend)
         self._writer.write(data, step)
+        if self._after_log is not None:
+            self._after_log(int(step))
 
     def finish(self, *args: Any, **kwargs: Any) -> Any:
         try:

@@ -23,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from recipe.copo.config_check import validate_copo_config, with_verl_searchpath
 from recipe.copo.data_check import check_data
+from recipe.copo.failures import WorkerDiedError, worker_death_message
 from recipe.copo.throughput import resolve_attention
 from recipe.tracking.wandb_ready import check_wandb_ready
 from recipe.verl_pin import check_verl_version
@@ -124,7 +125,14 @@ def run_copo(config: DictConfig) -> None:
     if not config.trainer.get("use_v1", True):
         raise ValueError("recipe.copo.main_copo runs verl's v1 trainer only: set trainer.use_v1=true")
     check_data(config)  # every row of the train and val files, before Ray or any worker starts
-    run_ppo(config, task_runner_class=CopoTaskRunner)
+    try:
+        run_ppo(config, task_runner_class=CopoTaskRunner)
+    except Exception as exc:
+        message = worker_death_message(exc, config)
+        if message is None:
+            raise
+        logger.error(message)
+        raise WorkerDiedError(message) from exc
 
 
 @hydra.main(config_path="config", config_name="copo_trainer", version_base=None)

@@ -13,9 +13,10 @@ Examples::
 
 Outputs in ``--out``: samples.jsonl (every sample), summary.csv and summary.md (one row per
 checkpoint x dataset). Rerunning with the same ``--out`` skips finished pairs; a crash loses at
-most the pair in flight. SIGTERM / SIGINT / SIGHUP (``timeout``, Slurm, ``docker stop``, Ctrl-C)
-stop every process the evaluation started (vLLM workers, the checkpoint merger) and exit with
-128 + the signal; finished pairs stay on disk for the rerun.
+most the pair in flight. A checkpoint that cannot be merged or loaded (truncated, corrupted) is named
+and skipped, the others are evaluated, and the exit code is 1. SIGTERM / SIGINT / SIGHUP (``timeout``,
+Slurm, ``docker stop``, Ctrl-C) stop every process the evaluation started (vLLM workers, the checkpoint
+merger) and exit with 128 + the signal; finished pairs stay on disk for the rerun.
 """
 
 from __future__ import annotations
@@ -105,7 +106,13 @@ def main(argv: list[str] | None = None) -> EvalStats:
         )
         # A stop signal stops every child group (children.CHILDREN) and raises Stopped here.
         with stop_signals_forwarded(children.CHILDREN):
-            return run_evaluation(cfg)
+            stats = run_evaluation(cfg)
+        if stats.failed:
+            raise SystemExit(
+                f"evaluate.py: error: {len(stats.failed)} checkpoint(s) could not be loaded and were not evaluated: "
+                f"{', '.join(stats.failed)} (see [eval] NOT EVALUATED above); the others are in {args.out}"
+            )
+        return stats
     except (ValueError, FileNotFoundError) as err:
         raise SystemExit(f"evaluate.py: error: {err}") from err
     except Stopped as stop:

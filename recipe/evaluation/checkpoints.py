@@ -18,6 +18,7 @@ import os
 import re
 import subprocess
 import sys
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -114,6 +115,18 @@ def _refuse_cpu_only_attention(config_json: Path, spec: ModelSpec) -> None:
         )
 
 
+def _refuse_broken_shards(spec: ModelSpec) -> None:
+    """A model shard cut short (a save killed mid-write, a partial copy) is not a complete torch archive:
+    name the file, before verl's merger fails on it with an error that names none. Reads only each
+    file's end (the zip directory), so it is cheap on a 90 GB checkpoint."""
+    for shard in sorted(spec.actor_dir.glob("model_world_size_*_rank_*.pt")):
+        if not zipfile.is_zipfile(shard):
+            raise ValueError(
+                f"--model {spec.source}: {shard} is truncated or corrupted (not a complete torch archive, "
+                f"{shard.stat().st_size} bytes): this checkpoint cannot be loaded; save it again or leave it out"
+            )
+
+
 def merged_dir(spec: ModelSpec, out_dir: Path) -> Path:
     """Where the merged HF model of a verl checkpoint lives."""
     return out_dir / "merged" / spec.name
@@ -142,6 +155,8 @@ def resolve_hf_path(spec: ModelSpec, out_dir: Path, log=print) -> str:
             f"--model {spec.source}: {spec.actor_dir} has fsdp_config.json but no model_world_size_*_rank_0.pt "
             f"shards and no weights in huggingface/; was the checkpoint saved with save_contents including 'model'?"
         )
+    if backend == "fsdp":
+        _refuse_broken_shards(spec)
     with atomic_dir(target) as tmp:
         cmd = [
             sys.executable,

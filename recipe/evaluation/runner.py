@@ -54,6 +54,8 @@ class EvalStats:
     generated_samples: int = 0
     loaded_models: int = 0
     rows: list[dict[str, Any]] = field(default_factory=list)
+    # checkpoints that could not be merged or loaded (name -> why); the others were evaluated
+    failed: dict[str, str] = field(default_factory=dict)
 
 
 def pair_seed(seed: int, dataset: str) -> int:
@@ -130,8 +132,11 @@ def run_evaluation(
 ) -> EvalStats:
     """Evaluate every model on every dataset, skipping pairs already complete in ``cfg.out``.
 
+    A checkpoint that cannot be merged or loaded (truncated, corrupted) is reported in ``failed`` and
+    skipped; every other checkpoint is evaluated.
+
     Returns:
-        What was generated and skipped, and the summary rows of all complete pairs.
+        What was generated, skipped and failed, and the summary rows of all complete pairs.
     """
     problems_by_ds = load_problems(cfg.data)
     unknown = unused_overrides(list(problems_by_ds), cfg.k_overrides)
@@ -169,11 +174,17 @@ def run_evaluation(
             todo.append((pair_no, dataset, problems, params))
         if not todo:
             continue
-        model_path = resolve_hf_path(spec, Path(cfg.out), log=log)
-        log(f"[eval] loading {spec.name} from {model_path}")
-        backend = backend_factory(
-            kind, model_path, batch_size=cfg.batch_size, dtype=cfg.dtype, vllm_engine=cfg.vllm_engine
-        )
+        try:
+            model_path = resolve_hf_path(spec, Path(cfg.out), log=log)
+            log(f"[eval] loading {spec.name} from {model_path}")
+            backend = backend_factory(
+                kind, model_path, batch_size=cfg.batch_size, dtype=cfg.dtype, vllm_engine=cfg.vllm_engine
+            )
+        except Exception as exc:  # a truncated or corrupted checkpoint: the others are still evaluated
+            reason = f"{type(exc).__name__}: {str(exc).strip()[-1500:]}"
+            stats.failed[spec.name] = reason
+            log(f"[eval] ERROR {spec.name} ({spec.source}) cannot be loaded, skipped: {reason}")
+            continue
         stats.loaded_models += 1
         try:
             for number, dataset, problems, params in todo:
@@ -197,4 +208,10 @@ def run_evaluation(
     stats.rows = store.rebuild_summaries()
     store.rebuild_samples()
     log(f"[eval] wrote {Path(cfg.out) / 'summary.md'}, summary.csv and samples.jsonl")
+    for name, reason in stats.failed.items():
+        log(
+            f"[eval] NOT EVALUATED: {name}: {reason.splitlines()[-1] if reason.strip() else reason} "
+            "(a truncated or corrupted checkpoint: re-save it, or leave it out of --model; a rerun evaluates "
+            "only what is missing)"
+        )
     return stats

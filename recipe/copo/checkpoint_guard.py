@@ -200,7 +200,14 @@ class CheckpointGuard:
             raise self.space_error(step, free=free, needed=last[1], last=last[0], before_writing=True)
 
     def space_error(
-        self, step: int, *, free: int, needed: int | None, last: int | None, before_writing: bool = False
+        self,
+        step: int,
+        *,
+        free: int,
+        needed: int | None,
+        last: int | None,
+        before_writing: bool = False,
+        free_files: int | None = None,
     ) -> CheckpointSpaceError:
         need = f"about {_gib(needed)} (the size of global_step_{last})" if needed else "more than that"
         resume = (
@@ -210,11 +217,12 @@ class CheckpointGuard:
             else "No earlier checkpoint exists: a relaunch starts from step 0."
         )
         what = "was not started" if before_writing else "ran out of space and was removed"
+        files = f" and room for {free_files} more files (inodes)" if free_files is not None else ""
         return CheckpointSpaceError(
             errno.ENOSPC,
-            f"the checkpoint of step {step} {what}: {self.root} has {_gib(free)} free and a checkpoint needs "
-            f"{need}; the previous checkpoint is kept until a new one is complete, so the disk must hold both. "
-            f"Free space there, or set trainer.default_local_dir to a disk with room "
+            f"the checkpoint of step {step} {what}: {self.root} had {_gib(free)} free{files} and a checkpoint "
+            f"needs {need}; the previous checkpoint is kept until a new one is complete, so the disk must hold "
+            f"both. Free space there, or set trainer.default_local_dir to a disk with room "
             f"(trainer.max_actor_ckpt_to_keep={self.keep} keeps that many). {resume}",
         )
 
@@ -227,14 +235,18 @@ class CheckpointGuard:
 
     def abort(self, step: int, exc: BaseException) -> BaseException:
         """Remove the staged folder of a save that failed; return the error to raise."""
-        written = dir_bytes(self.staging_root) if self.staging_root.exists() else 0
-        shutil.rmtree(self.staging_root, ignore_errors=True)
         if not is_disk_full(exc):
+            shutil.rmtree(self.staging_root, ignore_errors=True)
             return exc
+        written = dir_bytes(self.staging_root) if self.staging_root.exists() else 0
+        stat = os.statvfs(self.root)  # as the save found it: bytes and inodes (files) left
+        free, free_files = stat.f_bavail * stat.f_frsize, stat.f_favail
+        shutil.rmtree(self.staging_root, ignore_errors=True)
         last = self._last_size()
-        free = shutil.disk_usage(self.root).free
         needed = last[1] if last else None
-        error = self.space_error(step, free=free, needed=needed, last=last[0] if last else None)
+        error = self.space_error(
+            step, free=free, needed=needed, last=last[0] if last else None, free_files=free_files
+        )
         if needed is None:
             error = CheckpointSpaceError(
                 errno.ENOSPC, f"{error.strerror} (it had written {_gib(written)} when the disk filled)"

@@ -74,7 +74,8 @@ def worker_death_message(exc: BaseException, config: Any) -> str | None:
         return None
     text = str(died)
     fields = dict(_FIELD.findall(text))
-    cls = fields.get("class_name", "an unknown Ray actor")
+    # verl's colocated workers are classes made at run time: "create_colocated_worker_cls.<locals>.WorkerDict"
+    cls = fields.get("class_name", "an unknown Ray actor").rsplit(".", 1)[-1]
     what = COMPONENTS.get(cls, f"a worker of class {cls}")
     exit_type = _EXIT.search(text)
     pid = f", pid {fields['pid']}" if "pid" in fields else ""

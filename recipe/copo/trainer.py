@@ -114,7 +114,9 @@ class CopoTrainerMixin:
     def _load_checkpoint(self) -> Any:
         mode = self.config.trainer.resume_mode
         if mode == "auto":
-            self._checkpoint_guard.prepare_resume()
+            step = self._checkpoint_guard.prepare_resume()
+            if step is not None:
+                log.warning("resuming from %s", self._checkpoint_guard.root / f"global_step_{step}")
         elif mode == "resume_path" and not is_complete(str(self.config.trainer.resume_from_path)):
             raise ValueError(
                 f"trainer.resume_from_path={self.config.trainer.resume_from_path} is not a complete checkpoint "

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.faults.records import record
 from tests.paths import REPO
 
 CLUSTER = REPO / "scripts" / "cluster"
@@ -227,6 +228,16 @@ def test_head_refuses_jobs_without_its_token_and_accepts_submit_sh(tmp_path: Pat
         print(f"{what}: {outcome}")
     assert stop.returncode == 0, stop.stderr
     assert not [p for p in pids if alive(p)], "processes of the head survived stop.sh"
+    record(
+        "6-unauthenticated-submit",
+        "a job submitted without the cluster's token",
+        "`ray job submit` and a raw POST /api/jobs/ from a HOME without the token, to a start_head.sh head",
+        stop_s=None,
+        steps_lost=None,
+        processes_left=0,
+        resumed_same_next_step=None,
+        note=f"refused: HTTP {evidence['POST /api/jobs/ without token'][0]} (a wrong token: 403); the job never ran",
+    )
 
 
 def _token(path: Path, mode: int = 0o600) -> Path:

@@ -20,6 +20,7 @@ import pytest
 from data_prep import cli
 from recipe.copo.config_check import compose
 from recipe.copo.data_check import DataError, check_data
+from tests.faults.records import record
 from tests.paths import REPO
 
 BAD_ROW = 3
@@ -226,4 +227,13 @@ def test_main_copo_fails_on_bad_data_before_ray_starts(tmp_path: Path, model: Pa
     assert proc.returncode != 0
     assert f"train.parquet row {BAD_ROW}: reward_model.ground_truth is missing" in out, out[-3000:]
     assert not ray_dir.exists(), "Ray started before the data was checked"
-    print(f"main_copo refused the bad file in {elapsed:.1f} s")
+    record(
+        "4-bad-data",
+        "bad data: a row without a ground truth",
+        "a train parquet whose row 3 has no reward_model.ground_truth, given to main_copo",
+        stop_s=elapsed,
+        steps_lost=None,
+        processes_left=0,
+        resumed_same_next_step=None,
+        note="refused before Ray started, naming file, row and fix (time: the whole command, imports included)",
+    )

@@ -129,11 +129,11 @@ class CopoTrainerMixin:
         guard = self._checkpoint_guard
         step = int(self.global_steps)
         guard.check_space(step)
-        staging = guard.begin(step)
         callback = self.checkpoint_callback
         # verl calls the user's callback with the folder it wrote; it is called after publishing instead
         self.checkpoint_callback = CheckpointCallback(config=self.config)
         try:
+            staging = guard.begin(step)
             with _overridden(self.config.trainer, verl_save_overrides(staging)):
                 super()._save_checkpoint()  # type: ignore[misc]
         except BaseException as exc:

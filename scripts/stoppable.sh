@@ -7,17 +7,22 @@
 # (`timeout`, Slurm, `docker stop`, `kill PID`) would wait for the whole training run. Waiting on a
 # background child instead, the trap runs at once: it sends SIGTERM to the running CMD (each Python
 # driver stops its own trainer, Ray cluster and rollout server on SIGTERM), waits for it to finish
-# stopping, and exits 143. Ctrl-C reaches bash too (a background child ignores SIGINT), same path.
+# stopping, and exits 128 + the signal (143 for SIGTERM, 130 for Ctrl-C). Ctrl-C reaches bash too (a
+# background child ignores SIGINT), same path. Further signals are ignored while stopping, so a second
+# Ctrl-C or scancel cannot cut the wait short and leave the child's work running.
 _stoppable_child=""
-# shellcheck disable=SC2329  # called by the trap below
+# shellcheck disable=SC2329  # called by the traps below
 _stoppable_stop() {
+  trap '' TERM INT HUP
   if [ -n "$_stoppable_child" ]; then
     kill -TERM "$_stoppable_child" 2>/dev/null || true
     wait "$_stoppable_child" 2>/dev/null || true
   fi
-  exit 143
+  exit $((128 + $1))
 }
-trap _stoppable_stop TERM INT HUP
+trap '_stoppable_stop 15' TERM
+trap '_stoppable_stop 2' INT
+trap '_stoppable_stop 1' HUP
 stoppable() {
   "$@" &
   _stoppable_child=$!

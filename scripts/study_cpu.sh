@@ -22,7 +22,8 @@
 # (scripts/plot_run.py --study); before the runs, `study_cpu.py census` writes
 # docs/study_cpu/census.{csv,md} (step-0 group outcomes). Environment: STEPS (12), TEST_FREQ (4:
 # validate at steps 0, 4, 8, 12), SEEDS (0,1), METHODS (all), TRAIN_SIZE (512), VAL_SIZE (12),
-# DATA_SEED (0), COPO_CACHE (~/.cache/copo-verl), COPO_VENV (.venv).
+# DATA_SEED (0), MODEL (SmolLM2-135M-Instruct, converted once), RUNS (runs/study_cpu), DOCS
+# (docs/study_cpu), COPO_CACHE (~/.cache/copo-verl), COPO_VENV (.venv).
 #
 # SIGTERM or Ctrl-C stops the running step and every run it started (scripts/stoppable.sh).
 set -euo pipefail
@@ -74,7 +75,9 @@ TRAIN_SIZE=${TRAIN_SIZE:-512}
 VAL_SIZE=${VAL_SIZE:-12}
 DATA_SEED=${DATA_SEED:-0}
 
-MODEL=$("$PY" scripts/prepare_smollm2.py | tail -n 1)
+MODEL=${MODEL:-$("$PY" scripts/prepare_smollm2.py | tail -n 1)}
+RUNS=${RUNS:-runs/study_cpu}
+DOCS=${DOCS:-docs/study_cpu}
 TASKS=$("$PY" scripts/study_cpu.py tasks)
 DATA="$CACHE/data/study-mixed-n$TRAIN_SIZE-v$VAL_SIZE-s$DATA_SEED"
 if [ ! -f "$DATA/train.parquet" ] || [ ! -f "$DATA/val.parquet" ]; then
@@ -84,14 +87,15 @@ if [ ! -f "$DATA/train.parquet" ] || [ ! -f "$DATA/val.parquet" ]; then
 fi
 
 ARGS=(--model "$MODEL" --data "$DATA" --steps "$STEPS" --seeds "$SEEDS" --methods "$METHODS"
-  --test-freq "${TEST_FREQ:-4}")
+  --test-freq "${TEST_FREQ:-4}" --runs "$RUNS")
 if [ "${DRY_RUN:-0}" = 1 ]; then
   exec "$PY" scripts/study_cpu.py run "${ARGS[@]}" --dry-run
 fi
 status=0
 # Step-0 group outcomes of the initial model on 32 training prompts per task (resumable, ~5 min).
-stoppable "$PY" scripts/study_cpu.py census --model "$MODEL" --data "$DATA" || status=$?
+stoppable "$PY" scripts/study_cpu.py census --model "$MODEL" --data "$DATA" --out "$RUNS/census" --docs "$DOCS" \
+  || status=$?
 stoppable "$PY" scripts/study_cpu.py run "${ARGS[@]}" || status=$?
-stoppable "$PY" scripts/study_cpu.py summarize --seeds "$SEEDS" --methods "$METHODS"
-stoppable "$PY" scripts/plot_run.py --study docs/study_cpu/steps.csv --out docs/study_cpu
+stoppable "$PY" scripts/study_cpu.py summarize --seeds "$SEEDS" --methods "$METHODS" --runs "$RUNS" --docs "$DOCS"
+stoppable "$PY" scripts/plot_run.py --study "$DOCS/steps.csv" --out "$DOCS"
 exit "$status"

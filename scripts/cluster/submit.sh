@@ -11,8 +11,10 @@
 # set here (MODEL_PATH DATA_DIR CKPT_DIR NNODES GPUS_PER_NODE, the only ones the configs read) as its
 # env_vars, so every process of the job, on every node, reads the same values. Before submitting,
 # scripts/cluster/validate_job.py composes and validates exactly that command with exactly those
-# variables: what is checked is what trains. Secrets are never forwarded (they would show in the
-# job's command line): put WANDB_API_KEY etc. in the env file of start_head.sh / start_worker.sh.
+# variables: what is checked is what trains. It then streams the job's logs and exits 0 only if the job
+# SUCCEEDED; SIGTERM or Ctrl-C (once or more) stops the job on the cluster first (`ray job stop`).
+# Secrets are never forwarded (they would show in the job's command line): put WANDB_API_KEY etc. in
+# the env file of start_head.sh / start_worker.sh.
 #
 # Environment (defaults in brackets; --env-file / ENV_FILE is loaded first, set values win):
 #   RAY_ADDRESS     job-submission address of the head      [on the head's node: the dashboard
@@ -26,6 +28,7 @@
 #   SUBMISSION_ID   Ray submission id                       [copo-<UTC timestamp>]
 #   VALIDATE        1 validates the config before submitting [1]
 #   NO_WAIT         1 returns after submission (no log streaming) [0]
+#   STOP_TIMEOUT_S  how long a stop signal waits for `ray job stop` [120]
 #   SUBMIT_RETRIES  attempts while a fresh head's job agent is not up yet [6]
 #   DRY_RUN         1 prints the `ray job submit` command as one shell-quoted line and exits [0]
 #   RAY_AUTH_TOKEN_PATH  the cluster's token file (the head's, copied here) [~/.ray/auth_token]
@@ -87,13 +90,15 @@ RUNTIME_JSON="$("$(python_bin)" "$COPO_ROOT/scripts/cluster/validate_job.py" --r
   "${ENV_ARGS[@]}" "${CHECK[@]}" -- "${ENTRYPOINT[@]}")" \
   || die "config validation failed (above); fix the overrides, the config or the variables before submitting"
 
+# Submitted without waiting; this script then follows the job itself (follow_job), so that a stop
+# signal can stop the job (below) instead of leaving it running on the cluster.
 CMD=("$(ray_bin)" job submit
   --address="$RAY_ADDRESS"
   --submission-id="$SUBMISSION_ID"
   --working-dir="$WORKING_DIR"
-  --runtime-env-json="$RUNTIME_JSON")
-if [ "$NO_WAIT" = "1" ]; then CMD+=(--no-wait); fi
-CMD+=(-- "${ENTRYPOINT[@]}")
+  --runtime-env-json="$RUNTIME_JSON"
+  --no-wait
+  -- "${ENTRYPOINT[@]}")
 
 if [ "$DRY_RUN" = "1" ]; then
   print_cmd "${CMD[@]}"
@@ -103,16 +108,57 @@ fi
 use_cluster_token client
 log "submitting config $CONFIG to $RAY_ADDRESS as $SUBMISSION_ID"
 log "$(print_cmd "${CMD[@]}")"
-# A head that has just started may not have registered its job agent yet ("No available agent to
-# submit job"): nothing was submitted then, so retry; any other failure is final.
 errlog="$(mktemp "${TMPDIR:-/tmp}/copo_submit.XXXXXX")"
 trap 'rm -f "$errlog"' EXIT
+
+# A stop signal (Ctrl-C and Slurm's scancel reach the whole process group; `timeout` and `docker stop`
+# this script alone) stops the job on the cluster, then exits 128 + the signal. Further signals are
+# ignored meanwhile (so is every command the clean-up starts: ignored signals are inherited), so a
+# second Ctrl-C cannot cut the stop short and leave the job training.
+CHILD=""
+stop_job() {
+  local sig=$1
+  trap '' TERM INT HUP
+  if [ -n "$CHILD" ]; then
+    # shellcheck disable=SC2046  # the PIDs are words
+    kill -TERM $(descendants "$CHILD") 2>/dev/null || true
+  fi
+  log "$sig: stopping job $SUBMISSION_ID on $RAY_ADDRESS (ray job stop waits until it has stopped)"
+  timeout "${STOP_TIMEOUT_S:-120}" "$(ray_bin)" job stop --address="$RAY_ADDRESS" "$SUBMISSION_ID" >&2 \
+    || log "ray job stop failed or timed out; check: ray job status --address=$RAY_ADDRESS $SUBMISSION_ID"
+  exit $((128 + $(kill -l "$sig")))
+}
+trap 'stop_job TERM' TERM
+trap 'stop_job INT' INT
+trap 'stop_job HUP' HUP
+
+# run_child CMD...: CMD in the background, waited for, so that a trap runs at once (bash runs traps
+# only between commands, never while a foreground child runs).
+run_child() {
+  local rc=0
+  "$@" &
+  CHILD=$!
+  wait "$CHILD" || rc=$?
+  CHILD=""
+  return "$rc"
+}
+
+# A head that has just started may not have registered its job agent yet ("No available agent to
+# submit job"): nothing was submitted then, so retry; any other failure is final.
 for attempt in $(seq 1 "${SUBMIT_RETRIES:-6}"); do
   rc=0
-  "${CMD[@]}" 2> >(tee "$errlog" >&2) || rc=$?
-  wait # let tee flush before reading the log
-  [ "$rc" -ne 0 ] && grep -q "No available agent to submit job" "$errlog" || exit "$rc"
+  run_child "${CMD[@]}" 2>"$errlog" || rc=$?
+  cat "$errlog" >&2
+  if [ "$rc" -eq 0 ]; then break; fi
+  grep -q "No available agent to submit job" "$errlog" || exit "$rc"
+  [ "$attempt" -lt "${SUBMIT_RETRIES:-6}" ] \
+    || die "the head at $RAY_ADDRESS never accepted the job (no job agent); check its dashboard logs"
   log "the head's job agent is not up yet (attempt $attempt); retrying in 10 s"
   sleep 10
 done
-die "the head at $RAY_ADDRESS never accepted the job (no job agent); check its dashboard logs"
+if [ "$NO_WAIT" = "1" ]; then
+  log "submitted; follow it with: ray job logs --follow --address=$RAY_ADDRESS $SUBMISSION_ID"
+  exit 0
+fi
+# Stream the job's logs until it ends: exit 0 if it SUCCEEDED, 1 otherwise (common.sh).
+run_child follow_job "$RAY_ADDRESS" "$SUBMISSION_ID"

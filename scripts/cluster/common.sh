@@ -75,10 +75,17 @@ the cluster. Run: chmod 600 $path"
 }
 
 # job_status ADDRESS ID: the Ray job's status word (PENDING, RUNNING, SUCCEEDED, FAILED, STOPPED),
-# empty when it cannot be read right now.
+# empty when it cannot be read right now. Ray 2.60's CLI says it on stderr, in words for the end states
+# ("Job 'ID' succeeded", "... was stopped", "... failed") and as "Status for job 'ID': RUNNING" otherwise.
 job_status() {
-  "$(ray_bin)" job status --address="$1" "$2" 2>/dev/null | grep -Eo "(PENDING|RUNNING|SUCCEEDED|FAILED|STOPPED)" \
-    | tail -n 1 || true
+  local out
+  out="$("$(ray_bin)" job status --address="$1" "$2" 2>&1)" || true
+  case "$out" in
+    *"'$2' succeeded"*) echo SUCCEEDED ;;
+    *"'$2' was stopped"*) echo STOPPED ;;
+    *"'$2' failed"*) echo FAILED ;;
+    *) grep -Eo "(PENDING|RUNNING|SUCCEEDED|FAILED|STOPPED)" <<<"$out" | tail -n 1 || true ;;
+  esac
 }
 
 # follow_job ADDRESS ID: stream the job's logs until it ends; return 0 if it SUCCEEDED, 1 otherwise.

@@ -12,10 +12,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -266,6 +268,7 @@ def test_what_submit_validates_is_what_it_submits(tmp_path: Path) -> None:
     env = {
         **PATHS,
         "RAY_AUTH_TOKEN_PATH": str(token),
+        "NO_WAIT": "1",  # the recording fake ray keeps only its last call: the submission
         "PYTHON": str(tmp_path / "bin" / "python"),
         "CONFIG": "gcpo_qwen2.5_7b",
         "NNODES": "2",
@@ -291,6 +294,74 @@ def test_what_submit_validates_is_what_it_submits(tmp_path: Path) -> None:
     assert (config.trainer.nnodes, config.trainer.n_gpus_per_node) == (2, 4)
     assert set(read) == {"DATA_DIR", "CKPT_DIR", "NNODES", "GPUS_PER_NODE"}
     assert validate_job._report(job_call, config, read).split("] OK ", 1)[1] == checked.group(1)
+
+
+@pytest.mark.parametrize("target", ["group", "pid"])
+@pytest.mark.parametrize(("signum", "times"), [(signal.SIGTERM, 1), (signal.SIGINT, 2)])
+def test_a_stop_signal_stops_the_submitted_job(tmp_path: Path, target: str, signum: int, times: int) -> None:
+    # Ctrl-C / scancel reach submit.sh's whole group, `timeout` / `docker stop` its PID alone; either way,
+    # once or twice, the job it submitted is stopped on the cluster (not left training) and it exits
+    # 128 + the signal. A fake `ray`: the job never ends on its own, `ray job stop` is recorded.
+    calls = tmp_path / "calls"
+    script = (
+        f'echo "$1 $2 ${{@: -1}}" >> {calls}\n'
+        'case "$2" in\n'
+        "  logs) echo job-running; exec sleep 600 ;;\n"
+        '  status) echo "Status for job: RUNNING" ;;\n'
+        "esac\n"
+    )
+    fake_ray(tmp_path / "bin", tmp_path / "args", script)
+    token = tmp_path / "auth_token"
+    token.write_text(os.urandom(32).hex())
+    token.chmod(0o600)
+    env = {
+        **os.environ,
+        **PATHS,
+        "HOME": str(tmp_path),
+        "PYTHON": str(tmp_path / "bin" / "python"),
+        "RAY_AUTH_TOKEN_PATH": str(token),
+        "RAY_ADDRESS": "http://127.0.0.1:9",
+        "VALIDATE": "0",
+        "SUBMISSION_ID": "copo-sig-test",
+        "COPO_TEST_TAG": str(tmp_path),
+    }
+    env.pop("RAY_AUTH_MODE", None)
+    log = (tmp_path / "submit.log").open("w")
+    proc = subprocess.Popen(
+        ["bash", str(CLUSTER / "submit.sh")], cwd=ROOT, env=env, stdout=log, stderr=log, start_new_session=True
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not (calls.is_file() and " logs " in calls.read_text()):
+            assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "submit.log").read_text()
+            time.sleep(0.2)
+        time.sleep(0.5)
+        for _ in range(times):
+            if target == "group":
+                os.killpg(proc.pid, signum)
+            else:
+                proc.send_signal(signum)
+            time.sleep(0.2)
+        rc = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    text = (tmp_path / "submit.log").read_text()
+    assert rc == 128 + signum, text
+    assert "job stop copo-sig-test" in calls.read_text(), calls.read_text()
+    assert "stopping job copo-sig-test" in text
+    time.sleep(0.5)
+    left = {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            if f"COPO_TEST_TAG={tmp_path}".encode() in (entry / "environ").read_bytes().split(b"\0"):
+                left[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+    for pid in left:  # never leave the fake log stream behind, whatever the assertion says
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    assert not left, f"submit.sh left its log stream running: {left}"
 
 
 def test_forward_list_is_exactly_what_the_configs_read() -> None:
@@ -347,6 +418,26 @@ def test_node_ip_detection_skips_loopback(tmp_path: Path) -> None:
     assert "--node-ip-address=10.20.30.40" in proc.stdout
     proc = run(["bash", str(CLUSTER / "start_head.sh"), "--dry-run"], env={**base, "FAKE_ADDRESSES": "127.0.1.1"})
     assert proc.returncode != 0 and "non-loopback" in proc.stderr and "NODE_IP" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("said", "status"),
+    [  # what Ray 2.60's `ray job status` writes (dashboard/modules/job/cli.py, _log_job_status), on stderr
+        ("Job 'job1' succeeded", "SUCCEEDED"),
+        ("Job 'job1' was stopped", "STOPPED"),
+        ("Job 'job1' failed\nStatus message: boom", "FAILED"),
+        ("Status for job 'job1': RUNNING", "RUNNING"),
+        ("Status for job 'job1': PENDING", "PENDING"),
+        ("could not reach the head", ""),
+    ],
+)
+def test_job_status_reads_what_ray_writes(tmp_path: Path, said: str, status: str) -> None:
+    fake_ray(tmp_path / "bin", tmp_path / "args", f"printf '%s\\n' {shlex.quote(said)} >&2\n")
+    proc = run(
+        ["bash", "-c", f"source {CLUSTER / 'common.sh'}; job_status http://h:8265 job1"],
+        env={"PYTHON": str(tmp_path / "bin" / "python")},
+    )
+    assert proc.returncode == 0 and proc.stdout.strip() == status, (proc.stdout, proc.stderr)
 
 
 @pytest.mark.parametrize(("final", "expected_rc"), [("SUCCEEDED", 0), ("FAILED", 1)])

@@ -3,6 +3,10 @@ are in tests/faults/test_worker_faults.py."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,7 +14,8 @@ from omegaconf import OmegaConf
 from ray.exceptions import RayActorError
 
 from recipe.copo.checkpoint_guard import MARKER
-from recipe.copo.failures import worker_death_message
+from recipe.copo.failures import DeadActor, worker_death_message
+from tests.paths import REPO
 
 # What Ray 2.60 prints for an actor whose process was killed (its fields, one per line).
 RAY_TEXT = """The actor died unexpectedly before finishing this task.
@@ -76,4 +81,61 @@ def test_without_a_checkpoint_or_auto_resume_the_message_says_so(tmp_path: Path)
 
 
 def test_other_errors_are_left_alone(tmp_path: Path) -> None:
-    assert worker_death_message(RuntimeError("CUDA out of memory"), config(tmp_path)) is None
+    assert worker_death_message(RuntimeError("CUDA out of memory"), config(tmp_path), dead=lambda: []) is None
+
+
+def test_a_death_that_reached_the_trainer_as_another_error_is_still_named(tmp_path: Path) -> None:
+    # A killed reward worker: the agent loop marks its samples failed, verl then fails on the empty batch.
+    error = RuntimeError("Sync replay buffer selected terminal groups with no materializable trajectories.")
+    message = worker_death_message(
+        error, config(tmp_path), dead=lambda: [DeadActor("RewardLoopWorker", 6013, "WORKER_DIED")]
+    )
+    assert message.startswith("The training run stopped because a reward worker")
+    assert "died (Ray: WORKER_DIED): Ray actor RewardLoopWorker, pid 6013" in message
+    assert message.endswith(f"The trainer then failed with RuntimeError: {error}")
+
+
+DEAD_ACTORS_SCRIPT = """
+import os, sys, time
+import ray
+from recipe.copo.failures import dead_actors
+ray.init(num_cpus=1, include_dashboard=False, _temp_dir=sys.argv[1])
+
+@ray.remote
+class Victim:
+    def pid(self):
+        return os.getpid()
+
+@ray.remote
+class Retired:
+    def pid(self):
+        return os.getpid()
+
+victim, retired = Victim.remote(), Retired.remote()
+pid = ray.get(victim.pid.remote())
+ray.get(retired.pid.remote())
+os.kill(pid, 9)
+ray.kill(retired)  # asked for: not a fault
+deadline = time.time() + 60
+while not (found := dead_actors()) and time.time() < deadline:
+    time.sleep(0.5)
+print("DEAD", [(a.class_name, a.pid == pid, a.reason) for a in found])
+ray.shutdown()
+"""
+
+
+def test_dead_actors_reads_ray_for_unexpected_deaths_only(tmp_path: Path) -> None:
+    temp = Path(f"/tmp/rd{os.getpid()}")  # Ray's socket paths must stay short
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", DEAD_ACTORS_SCRIPT, str(temp)],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "PYTHONPATH": str(REPO), "RAY_ADDRESS": "", "RAY_AUTH_MODE": "disabled"},
+        )
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "DEAD [('Victim', True, 'WORKER_DIED')]" in proc.stdout, proc.stdout[-2000:]

@@ -23,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from recipe.copo.config_check import validate_copo_config, with_verl_searchpath
 from recipe.copo.data_check import check_data
+from recipe.copo.driver_signals import stop_once
 from recipe.copo.failures import WorkerDiedError, worker_death_message
 from recipe.copo.throughput import resolve_attention
 from recipe.tracking.wandb_ready import check_wandb_ready
@@ -126,7 +127,8 @@ def run_copo(config: DictConfig) -> None:
         raise ValueError("recipe.copo.main_copo runs verl's v1 trainer only: set trainer.use_v1=true")
     check_data(config)  # every row of the train and val files, before Ray or any worker starts
     try:
-        run_ppo(config, task_runner_class=CopoTaskRunner)
+        with stop_once():  # a second Ctrl-C / SIGTERM cannot re-enter the clean-up
+            run_ppo(config, task_runner_class=CopoTaskRunner)
     except Exception as exc:
         message = worker_death_message(exc, config)
         if message is None:

@@ -7,6 +7,7 @@
     study_testbed2.py pilot-summarize    # -> pilot_runs.csv, learning_rates.json, the plan's tuning/power fragments
     study_testbed2.py run                # the confirmatory runs (refused unless the plan and rates are committed)
     study_testbed2.py real               # the confirmation through verl's trainer (main_copo)
+    study_testbed2.py explore            # the probes that tried to make v2 learn (exploration.py)
     study_testbed2.py summarize          # runs -> CSVs -> report, plots and the docs' generated fragments
 
 Every phase is resumable (finished runs are skipped) and runs two at a time, one thread each; SIGTERM
@@ -129,6 +130,11 @@ def _committed(path: Path) -> bool:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    if plan.CONFIRMATORY_STOPPED:
+        raise SystemExit(
+            "study_testbed2.py run: the confirmatory phase of this plan was stopped (docs/STUDY_PLAN.md, status); "
+            "a new study needs a new plan"
+        )
     for path in (PLAN_DOC, plan.LEARNING_RATES_FILE):
         if not args.dry_run and not _committed(path):
             raise SystemExit(
@@ -140,6 +146,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     runs = args.runs / "confirmatory"
     todo = study_jobs.interleave(plan.METHODS, plan.CONFIRMATORY_SEEDS, {m: [rates[m]] for m in plan.METHODS})
     return _run(study_jobs.fast_jobs(t, todo, runs), args, runs, t, "confirmatory")
+
+
+def cmd_explore(args: argparse.Namespace) -> int:
+    from recipe.study.testbed2.exploration import PROBES
+
+    t = testbed(args.dry_run)
+    runs = args.runs / "exploration"
+    return _run(study_jobs.probe_jobs(t, PROBES, runs, runs / "data"), args, runs, t, "exploration")
 
 
 def cmd_real(args: argparse.Namespace) -> int:
@@ -231,18 +245,42 @@ def cmd_pilot_summarize(args: argparse.Namespace) -> int:
     return 0
 
 
+def explored_runs(runs: Path, rates: dict[str, float]) -> list[Any]:
+    """The exploration probes and the stopped v2 confirmatory study's finished runs, as ``PlannedRun``."""
+    from recipe.study.driver import SUMMARY
+    from recipe.study.testbed2.collect import PlannedRun
+    from recipe.study.testbed2.exploration import PROBES
+
+    out = [
+        PlannedRun("exploration", "fast", "grpo", p.seed, p.lr, runs / "exploration" / p.name) for p in PROBES
+    ]
+    for method in plan.METHODS:  # v2's confirmatory phase was stopped after seed 0 (docs/STUDY_PLAN.md)
+        out.append(
+            PlannedRun("stopped", "fast", method, 0, rates[method], runs / "confirmatory" / f"{method}-s0")
+        )
+    return [r for r in out if (r.path / SUMMARY).is_file()]
+
+
 def cmd_summarize(args: argparse.Namespace) -> int:
     from recipe.study.testbed2 import collect, docs, plots, report
 
     t = testbed()
     problems = collect.validation_problems(t.data / "val.parquet")
     rates = plan.learning_rates()
-    runs = [r for r in planned_runs(args.runs, rates) if r.phase in ("confirmatory", "real")]
-    collect.collect(runs, problems, args.docs)
+    explored = explored_runs(args.runs, rates)
+    if explored:
+        collect.collect(explored, problems, args.docs, prefix="exploration_")
+        plots.plot_exploration(
+            args.docs / "exploration_validation.csv", args.docs / "testbed2_exploration.png"
+        )
+    phases = () if plan.CONFIRMATORY_STOPPED else ("confirmatory", "real")
+    runs = [r for r in planned_runs(args.runs, rates) if r.phase in phases]
+    if runs:
+        collect.collect(runs, problems, args.docs)
+        plots.plot_all(args.docs)
     write_machine_csv(args.runs, args.docs)
     fragments = report.report(args.docs)
     (args.docs / "summary.md").write_text(report.summary_markdown(fragments))
-    plots.plot_all(args.docs)
     docs.update_docs(fragments)
     print(report.summary_markdown(fragments))
     return 0
@@ -266,6 +304,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("pilot", "primary pair on the pilot seeds"),
         ("run", "confirmatory runs"),
         ("real", "verl-trainer confirmation"),
+        ("explore", "the probes that tried to make testbed v2 learn"),
     ):
         p = sub.add_parser(name, parents=[common], help=text)
         p.add_argument("--parallel", type=int, default=2, help="runs at once, one thread each")
@@ -285,6 +324,7 @@ def main(argv: list[str] | None = None) -> int:
         "pilot-summarize": cmd_pilot_summarize,
         "run": cmd_run,
         "real": cmd_real,
+        "explore": cmd_explore,
         "summarize": cmd_summarize,
     }
     try:

@@ -96,8 +96,11 @@ def _curve_stats(curve: dict[int, dict[str, float]], tasks: Sequence[str]) -> di
     steps = sorted(curve)
     out: dict[str, float] = {}
     for task in (ALL, *tasks):
-        acc = [curve[s][task] for s in steps]
         suffix = "" if task == ALL else f"_{task}"
+        if any(task not in curve[s] for s in steps):  # a run validated on other tasks only
+            out.update({f"start{suffix}": math.nan, f"final{suffix}": math.nan, f"auc{suffix}": math.nan})
+            continue
+        acc = [curve[s][task] for s in steps]
         out[f"start{suffix}"] = acc[0]
         out[f"final{suffix}"] = acc[-1]
         out[f"auc{suffix}"] = stats.auc(steps, acc)

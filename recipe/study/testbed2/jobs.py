@@ -13,6 +13,7 @@ import hashlib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from recipe.study.driver import METRICS, Job
 from recipe.study.methods import METHODS
@@ -91,6 +92,39 @@ def fast_jobs(
         }
         command = [python, "-m", "recipe.study.fast.run", str(out), "--config-name", CONFIG_NAME, *args]
         jobs.append(Job(name, out, command, budget, fingerprint, env=run_env(), cwd=REPO_ROOT))
+    return jobs
+
+
+def probe_jobs(
+    testbed: Testbed, probes: Sequence[Any], runs_dir: Path, data_dir: Path, python: str = sys.executable
+) -> list[Job]:
+    """One fast run per exploration probe (``recipe.study.testbed2.exploration``)."""
+    from omegaconf import OmegaConf
+
+    from recipe.study.testbed2.exploration import probe_overrides
+
+    sha = workload_sha256()
+    jobs = []
+    for probe in probes:
+        out = runs_dir / probe.name
+        args = probe_overrides(testbed, probe, data_dir)
+        steps_override = [o for o in args if o.startswith("trainer.total_training_steps=")]
+        steps = (
+            int(steps_override[-1].split("=", 1)[1])
+            if steps_override
+            else int(OmegaConf.load(CONFIG_PATH).trainer.total_training_steps)
+        )
+        fingerprint = {
+            "trainer": "fast",
+            "fast_trainer_version": FAST_TRAINER_VERSION,
+            "config": CONFIG_NAME,
+            "workload_sha256": sha,
+            "testbed": testbed.key,
+            "probe": probe.name,
+            "overrides": args,
+        }
+        command = [python, "-m", "recipe.study.fast.run", str(out), "--config-name", CONFIG_NAME, *args]
+        jobs.append(Job(probe.name, out, command, steps, fingerprint, env=run_env(), cwd=REPO_ROOT))
     return jobs
 
 

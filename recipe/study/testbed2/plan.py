@@ -39,6 +39,9 @@ REAL_TRAINER_SEEDS = (
 REAL_TRAINER_METHODS = PRIMARY
 
 LR_GRID = (3e-5, 1e-4, 3e-4)
+# The confirmatory phase was stopped after its first seed (docs/STUDY_PLAN.md, status): its finished
+# runs are exploratory and no confirmatory analysis is made.
+CONFIRMATORY_STOPPED = True
 ALPHA = 0.05
 POWER = 0.80
 BLOCK_STEPS = 10  # the regime criteria (zero-variance, all-correct, all-wrong shares) are checked per block

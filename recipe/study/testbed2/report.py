@@ -250,13 +250,20 @@ def budget_markdown(runs: pd.DataFrame, machine: pd.DataFrame | None) -> str:
             f"| {phase} | {len(r)} | {r.wall_s.sum() / 60:.1f} | {r.cpu_s.sum() / 60:.1f} | "
             f"{r.cpu_s.mean():.0f} | {r.generated_samples.sum() / useful if useful else math.nan:.2f} |"
         )
-    lines += ["", "| method | CPU per run (s) | generated / useful responses |", "|---|---|---|"]
-    for method in plan.METHODS:
-        r = runs[(runs.phase == "confirmatory") & (runs.method == method)]
-        if len(r):
-            lines.append(
-                f"| {method} | {r.cpu_s.mean():.0f} | {r.generated_samples.sum() / r.useful_samples.sum():.2f} |"
-            )
+    confirmatory = runs[runs.phase == "confirmatory"]
+    if len(confirmatory):
+        lines += ["", "| method | CPU per run (s) | generated / useful responses |", "|---|---|---|"]
+        for method in plan.METHODS:
+            r = confirmatory[confirmatory.method == method]
+            if len(r):
+                lines.append(
+                    f"| {method} | {r.cpu_s.mean():.0f} | {r.generated_samples.sum() / r.useful_samples.sum():.2f} |"
+                )
+    lines += [
+        "",
+        f"In all: {len(runs)} runs, {runs.wall_s.sum() / 3600:.2f} h of run wall time and "
+        f"{runs.cpu_s.sum() / 3600:.2f} h of CPU time (testbed build and census not included).",
+    ]
     if machine is not None and len(machine):
         lines += [
             "",
@@ -354,6 +361,64 @@ def oneline_markdown(runs: pd.DataFrame, comps: Sequence[Comparison], blocks: pd
     )
 
 
+def exploration_markdown(explored: pd.DataFrame) -> str:
+    """The probes that tried to make testbed v2 learn (``exploration.py``), and the stopped seed-0 runs."""
+    from recipe.study.testbed2.exploration import PROBES
+
+    what = {p.name: p.what for p in PROBES}
+    lines = [
+        "| run | what changed (GRPO unless named) | seed | steps | step 0: all / add / max (%) | last: all / add / max (%) | gain, all (points) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for _, r in explored.iterrows():
+        label = what.get(r.run, f"v2's confirmatory study, stopped after seed 0 ({r.method}, lr {r.lr:g})")
+
+        def trio(prefix: str, r: Any = r) -> str:
+            return " / ".join(pct(r[f"{prefix}{suffix}"]) for suffix in ("", "_add", "_max"))
+
+        lines.append(
+            f"| {r.run} | {label} | {r.seed} | {r.steps} | {trio('start')} | {trio('final')} | {pct(r.final - r.start, True)} |"
+        )
+    lines += [
+        "",
+        "Validation mean@4 at T = 1 on each probe's own validation set (the `max_only` set has no add problems).",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def status_markdown(pilot: pd.DataFrame, explored: pd.DataFrame) -> str:
+    """The study's result in one line when its confirmatory phase did not run."""
+    from recipe.study.testbed2.exploration import PROBES
+
+    tuning = pilot[pilot.phase == "tuning"]
+    grpo = tuning[
+        (tuning.method == plan.BASELINE) & (tuning.lr == choose_learning_rates(tuning)[plan.BASELINE])
+    ]
+    held_out = {p.name for p in PROBES if p.data != "small16"}  # small16 validates on its training prompts
+    probes = explored[explored.run.isin(held_out)]
+    kinds = {p.name: p.data for p in PROBES}
+    mixed = probes[probes.run.map(kinds) != "max_only"]
+    best = mixed.loc[(mixed.final - mixed.start).idxmax()]
+    max_only = probes[probes.run.map(kinds) == "max_only"]
+    max_gains = (max_only.final - max_only.start).tolist()
+    with_add = probes.dropna(subset=["final_add"])
+    best_add = (with_add.final_add - with_add.start_add).max()
+    rates = sorted({*tuning.lr, *probes.lr})
+    return (
+        "> **Result in one line.** Not run: on testbed v2 GRPO's validation accuracy moved "
+        f"{pct((grpo.final - grpo.start).mean(), True)} points in {int(grpo.steps.iloc[0])} steps (tuning seeds, "
+        f"its tuned rate), and {len(probes)} exploratory GRPO probes on held-out problems ({int(probes.steps.min())}-"
+        f"{int(probes.steps.max())} steps; G = 8, 32 prompts a step, learning rates {rates[0]:g} to {rates[-1]:g} with "
+        "warm-up and clipping, problems re-split toward the levels the policy half-solves, the max task alone) raised "
+        f"it by at most {pct(best.final - best.start, True)} points on both tasks ({best.run}; the add task at most "
+        f"{pct(best_add, True)} in any probe); the max task alone, {int(max_only.steps.max())} steps, gained "
+        + " and ".join(pct(g, True) for g in max_gains)
+        + f" on {len(max_gains)} seeds (mean {pct(sum(max_gains) / len(max_gains), True)}). No design met the pre-registered learning criterion (>= "
+        f"{pct(plan.GAIN_TARGET)} points on average with the interval above +{pct(plan.GAIN_FLOOR)}), so the "
+        "confirmatory study was stopped after its first seed and COPO is not ranked against GRPO here.\n"
+    )
+
+
 def read(docs: Path, name: str) -> pd.DataFrame | None:
     path = docs / name
     return pd.read_csv(path) if path.is_file() else None
@@ -373,6 +438,13 @@ def report(docs: Path) -> dict[str, str]:
         at_chosen = pilot[pilot.apply(lambda r: math.isclose(r.lr, chosen[r.method]), axis=1)]
         out["tuning"] = tuning_markdown(tuning, chosen)
         out["pilot"] = mde_markdown(at_chosen)
+    explored = read(docs, "exploration_runs.csv")
+    if explored is not None:
+        out["exploration"] = exploration_markdown(explored)
+        if runs_all is None and pilot is not None:
+            out["oneline"] = status_markdown(pilot, explored)
+            out["readme"] = out["oneline"].replace("> **Result in one line.** ", "")
+            out["budget"] = budget_markdown(pd.concat([pilot, explored]), read(docs, "machine.csv"))
     if runs_all is None:
         return out
     runs = runs_all[runs_all.phase == "confirmatory"]
@@ -408,6 +480,7 @@ def summary_markdown(fragments: dict[str, str]) -> str:
         "per_task": "Per task",
         "pilot": "Power",
         "tuning": "Learning-rate tuning",
+        "exploration": "Trying to make the testbed learn",
         "real_trainer": "Confirmation through verl's trainer",
         "budget": "Machine time",
     }

@@ -210,3 +210,50 @@ def test_confirmatory_runs_wait_for_a_committed_plan(tmp_path: Path, monkeypatch
     assert cli._committed(plan_doc)
     plan_doc.write_text("plan, edited after the fact\n")
     assert not cli._committed(plan_doc)
+
+
+def test_exploration_resplits_the_held_out_pool_without_overlap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from recipe.study.testbed2 import exploration
+
+    spec = MixedTaskSpec(train_per_task=60, val_per_task=30)
+    spec.make_splits().write(tmp_path / "tb" / "data")
+    testbed = tb_build.Testbed(tmp_path / "tb", "k")
+    monkeypatch.setattr(exploration, "LEARNABLE_VAL", {"add2x2": 6, "max2x2": 4})
+    train, val = exploration.prepare_data(testbed, "learnable", tmp_path / "data")
+    v, t = pd.read_parquet(val), pd.read_parquet(train)
+    levels = [level_of(e["original_id"]) for e in v.extra_info]
+    assert sorted(levels) == ["add2x2"] * 6 + ["max2x2"] * 4
+    ids = lambda frame: {e["original_id"] for e in frame.extra_info}  # noqa: E731
+    pool = ids(pd.read_parquet(testbed.data / "val.parquet")) | ids(
+        pd.read_parquet(testbed.data / "train.parquet")
+    )
+    assert not ids(v) & ids(t) and ids(v) | ids(t) <= pool
+    assert {level_of(e["original_id"]) for e in t.extra_info} == {"add2x2", "max2x2"}
+    again = exploration.prepare_data(testbed, "learnable", tmp_path / "data")  # cached, deterministic
+    assert again == (train, val)
+    small, small_val = exploration.prepare_data(testbed, "small16", tmp_path / "data")
+    assert len(pd.read_parquet(small)) == 16 and pd.read_parquet(small).equals(pd.read_parquet(small_val))
+
+
+def test_every_probe_composes() -> None:
+    from recipe.copo.config_check import compose_and_validate
+    from recipe.study.testbed2 import exploration
+
+    for probe in exploration.PROBES:
+        overrides = [
+            "actor_rollout_ref.model.path=/m", "data.train_files=/t", "data.val_files=/v", f"data.seed={probe.seed}",
+            f"actor_rollout_ref.rollout.seed={probe.seed}", f"actor_rollout_ref.actor.optim.lr={probe.lr}",
+            *exploration.METHODS["grpo"], *probe.overrides,
+        ]  # fmt: skip
+        config = compose_and_validate(overrides, config_name=plan.CONFIG_NAME)
+        assert config.algorithm.adv_estimator == "grpo" and probe.seed not in plan.CONFIRMATORY_SEEDS
+
+
+def test_the_stopped_plan_runs_no_more_confirmatory_runs() -> None:
+    from recipe.study.testbed2 import cli
+
+    assert plan.CONFIRMATORY_STOPPED
+    with pytest.raises(SystemExit, match="stopped"):
+        cli.main(["run", "--dry-run"])

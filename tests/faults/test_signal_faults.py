@@ -62,6 +62,7 @@ class Case:
     exit_codes: Callable[[int], set[int]] = lambda signum: {128 + signum}
     extra_check: Callable[[], str] | None = None  # more checks after the stop; returns a note
     leftovers: Callable[[], list[str]] | None = None  # processes of the run the tag cannot see
+    context: str = ""  # what the table's reader needs to know about this launcher's numbers
 
 
 def training(runs: list[Path]) -> Callable[[], bool]:
@@ -171,7 +172,11 @@ def study_testbed_case(tmp_path: Path) -> Case:
     env.pop("COPO_CACHE", None)  # the study's own testbed cache (built once per machine, ~11 min)
     folders = [runs / "grpo-s0", runs / "copo_soft-s0"]
     return Case(
-        cmd=["bash", "scripts/study_cpu.sh", "testbed"], env=env, ready=training(folders), runs=folders
+        cmd=["bash", "scripts/study_cpu.sh", "testbed"],
+        env=env,
+        ready=training(folders),
+        runs=folders,
+        context="the testbed's runs keep no checkpoint (an interrupted run starts over, by design)",
     )
 
 
@@ -344,6 +349,7 @@ def submit_case(tmp_path: Path, inputs, head: Head) -> Case:
         runs=[run.folder],
         ckpt_of=lambda folder: folder / "ckpt",
         leftovers=lambda: job_processes(str(run.folder)) + job_actors(head, submission),
+        context="the job was STOPPED on the cluster (ray job stop); its driver and actors are gone",
     )
 
 
@@ -431,7 +437,7 @@ def test_group_signal_stops_everything_and_keeps_the_checkpoint(
     )
     assert launched.proc.returncode in case.exit_codes(signum), (launched.proc.returncode, log[-4000:])
     steps_lost, checked = checkpoint_state(case)
-    note = case.extra_check() if case.extra_check else checked
+    note = "; ".join(filter(None, [case.extra_check() if case.extra_check else checked, case.context]))
     name = signal.Signals(signum).name
     record(
         record_key(launcher, signum, times),

@@ -18,7 +18,8 @@ fails on ``int("")``), or no loadable checkpoint at all. :class:`CheckpointGuard
 
 A resume (:meth:`CheckpointGuard.prepare_resume`) drops what a crash left in ``.partial`` and, when the
 tracker is missing, unreadable or names an incomplete folder, points it at the newest complete one.
-A disk that fills mid-save (ENOSPC) is cleaned of the partial folder and reported as
+A disk that fills mid-save (ENOSPC, or any save error on a filesystem left with no bytes or inodes:
+torch's writer drops the errno) is cleaned of the partial folder and reported as
 :class:`CheckpointSpaceError`, naming the path, the free space and the space a checkpoint needs.
 """
 
@@ -43,6 +44,8 @@ TRACKER = "latest_checkpointed_iteration.txt"  # verl's name (verl/utils/checkpo
 _STEP_RE = re.compile(r"^global_step_(\d+)$")
 _DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 _DISK_FULL_TEXT = ("No space left on device", "Disk quota exceeded")
+# A write that failed for want of space leaves less than this free (it fills the disk to the last page).
+FILLED_BYTES = 2**20
 
 
 class CheckpointSpaceError(OSError):
@@ -131,6 +134,14 @@ def is_disk_full(exc: BaseException) -> bool:
     return False
 
 
+def is_filled(stat: os.statvfs_result) -> bool:
+    """The filesystem has no room left for a write: under ``FILLED_BYTES`` free to unprivileged users, or
+    no free inode (filesystems that report no inode count, as btrfs, are judged by bytes only)."""
+    no_bytes = stat.f_blocks > 0 and stat.f_bavail * stat.f_frsize < FILLED_BYTES
+    no_inodes = stat.f_files > 0 and stat.f_favail == 0
+    return no_bytes or no_inodes
+
+
 def _gib(n: int) -> str:
     return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
 
@@ -208,22 +219,34 @@ class CheckpointGuard:
         last: int | None,
         before_writing: bool = False,
         free_files: int | None = None,
+        written: int | None = None,
     ) -> CheckpointSpaceError:
-        need = f"about {_gib(needed)} (the size of global_step_{last})" if needed else "more than that"
-        resume = (
-            f"A relaunch with trainer.resume_mode=auto resumes from step {last} ({step_dir(self.root, last)}), "
-            "which is intact."
-            if last is not None
-            else "No earlier checkpoint exists: a relaunch starts from step 0."
-        )
+        """The error of a save that did not fit: where, how much was free, how much one needs, what to do.
+
+        ``needed`` is the size of the last complete checkpoint (``last``); without one, ``written`` (what
+        the failed save had written) is the lower bound it reports.
+        """
         what = "was not started" if before_writing else "ran out of space and was removed"
         files = f" and room for {free_files} more files (inodes)" if free_files is not None else ""
+        if needed is not None and last is not None:
+            need = (
+                f"a checkpoint needs about {_gib(needed)} (the size of global_step_{last}); the previous "
+                "checkpoint is kept until a new one is complete, so the disk must hold both"
+            )
+            resume = (
+                f"A relaunch with trainer.resume_mode=auto resumes from step {last} "
+                f"({step_dir(self.root, last)}), which is intact."
+            )
+        else:
+            need = "the run's first checkpoint needs more than " + (
+                f"the {_gib(written)} it had written when the disk filled" if written else "that"
+            )
+            resume = "No earlier checkpoint exists: a relaunch starts from step 0."
+        kept = f" (trainer.max_actor_ckpt_to_keep={self.keep} checkpoints are kept)" if self.keep else ""
         return CheckpointSpaceError(
             errno.ENOSPC,
-            f"the checkpoint of step {step} {what}: {self.root} had {_gib(free)} free{files} and a checkpoint "
-            f"needs {need}; the previous checkpoint is kept until a new one is complete, so the disk must hold "
-            f"both. Free space there, or set trainer.default_local_dir to a disk with room "
-            f"(trainer.max_actor_ckpt_to_keep={self.keep} keeps that many). {resume}",
+            f"the checkpoint of step {step} {what}: {self.root} had {_gib(free)} free{files}; {need}. "
+            f"Free space there, or set trainer.default_local_dir to a disk with room{kept}. {resume}",
         )
 
     def begin(self, step: int) -> Path:
@@ -234,24 +257,29 @@ class CheckpointGuard:
         return self.staging_root
 
     def abort(self, step: int, exc: BaseException) -> BaseException:
-        """Remove the staged folder of a save that failed; return the error to raise."""
-        if not is_disk_full(exc):
+        """Remove the staged folder of a save that failed; return the error to raise.
+
+        A save that failed on a full disk is a :class:`CheckpointSpaceError`, whether the writer said
+        ENOSPC or not: ``torch.save``'s zip writer reports a short write as ``RuntimeError: [enforce fail
+        at inline_container.cc] unexpected pos ...`` (or ``file write failed``), without the errno. So the
+        filesystem itself is asked, before the staged files are removed: no bytes or no inodes left.
+        """
+        stat = os.statvfs(self.root)  # as the save left it: bytes and inodes (files) left
+        free, free_files = stat.f_bavail * stat.f_frsize, stat.f_favail
+        if not (is_disk_full(exc) or is_filled(stat)):
             shutil.rmtree(self.staging_root, ignore_errors=True)
             return exc
         written = dir_bytes(self.staging_root) if self.staging_root.exists() else 0
-        stat = os.statvfs(self.root)  # as the save found it: bytes and inodes (files) left
-        free, free_files = stat.f_bavail * stat.f_frsize, stat.f_favail
         shutil.rmtree(self.staging_root, ignore_errors=True)
         last = self._last_size()
-        needed = last[1] if last else None
-        error = self.space_error(
-            step, free=free, needed=needed, last=last[0] if last else None, free_files=free_files
+        return self.space_error(
+            step,
+            free=free,
+            needed=last[1] if last else None,
+            last=last[0] if last else None,
+            free_files=free_files,
+            written=written,
         )
-        if needed is None:
-            error = CheckpointSpaceError(
-                errno.ENOSPC, f"{error.strerror} (it had written {_gib(written)} when the disk filled)"
-            )
-        return error
 
     def seal(self, step: int) -> Path:
         """Mark the staged step complete and move it into place; return its final folder."""

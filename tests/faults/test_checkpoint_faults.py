@@ -192,3 +192,42 @@ def test_disk_full_during_a_save_keeps_the_last_checkpoint_and_resumes(
             resumed_same_next_step=same,
             note="refused before writing (stop time: after the launcher's exit); the relaunch after growing the disk resumed",
         )
+
+
+def test_a_disk_too_small_for_the_first_checkpoint_fails_that_save_cleanly(
+    tmp_path: Path, fault_inputs
+) -> None:
+    """A 24 MiB tmpfs as the checkpoint root (a checkpoint of the fault model is ~110 MB): the first save
+    runs out of bytes mid-write (ENOSPC from the kernel), with no earlier checkpoint to size it by."""
+    mib = 2**20
+    with tmpfs(tmp_path / "disk", size=24 * mib) as disk:
+        run = tiny_run(tmp_path / "run", fault_inputs, ckpt=disk / "ckpt")
+        launched = Launched(run.command(40), tmp_path / "small.log")
+        try:
+            staged = run.ckpt / STAGING_DIR / "global_step_1"
+            launched.wait_for(staged.exists, "the save of step 1", poll_s=0.01)
+            load = os.getloadavg()[0]
+            t0 = time.monotonic()
+            launched.proc.wait(timeout=RUN_TIMEOUT_S)
+            stop_s, left = launched.stopped_after(t0, timeout=60)
+        finally:
+            launched.cleanup()
+        text = launched.text()
+        assert launched.proc.returncode != 0 and not left, left
+        assert "the checkpoint of step 1 ran out of space and was removed" in text, text[-6000:]
+        assert f"{run.ckpt} had" in text and "when the disk filled" in text and "starts from step 0" in text
+        assert not (run.ckpt / STAGING_DIR).exists() and complete_steps(run.ckpt) == []
+        assert read_tracker(run.ckpt) is None
+        free = os.statvfs(disk).f_bavail * os.statvfs(disk).f_frsize
+        assert free > 20 * mib, f"the failed save's files were not removed: {free} bytes free"
+    record(
+        "3c-disk-too-small-first-save",
+        "disk too small for even the first checkpoint",
+        "a 24 MiB tmpfs (mount -t tmpfs -o size=24m) as the checkpoint root; a checkpoint is ~110 MB",
+        stop_s=stop_s,
+        steps_lost=max(logged_steps(run.metrics), default=0),
+        processes_left=len(left),
+        resumed_same_next_step=None,
+        note="ENOSPC mid-write of step 1 (stop time from the start of that save): the partial save removed, its space given back; the error names the path",
+        load_1min=load,
+    )

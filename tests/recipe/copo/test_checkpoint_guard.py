@@ -65,6 +65,46 @@ def test_a_failed_save_leaves_the_previous_checkpoint_and_tracker(tmp_path: Path
     assert guard.abort(2, other) is other  # not a disk problem: re-raised as it is
 
 
+def statvfs(*, bytes_free: int, inodes_free: int, inodes: int = 1000) -> os.statvfs_result:
+    """A statvfs result of a 1 GiB filesystem of 4 KiB blocks (inodes=0: one that reports no inodes)."""
+    block = 4096
+    blocks_free = bytes_free // block
+    return os.statvfs_result(
+        (block, block, 2**18, blocks_free, blocks_free, inodes, inodes_free, inodes_free, 0, 255)
+    )
+
+
+@pytest.mark.parametrize(
+    ("stat", "full"),
+    [
+        (statvfs(bytes_free=8192, inodes_free=500), True),  # bytes gone
+        (statvfs(bytes_free=2**29, inodes_free=0), True),  # inodes gone
+        (statvfs(bytes_free=2**29, inodes_free=0, inodes=0), False),  # btrfs: no inode count
+        (statvfs(bytes_free=2**29, inodes_free=500), False),
+    ],
+)
+def test_a_writer_error_on_a_filled_disk_is_a_space_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stat: os.statvfs_result, full: bool
+) -> None:
+    """torch.save's zip writer reports a short write without ENOSPC; the filesystem says it is full."""
+    guard = CheckpointGuard(tmp_path, keep=1)
+    fake_save(guard, 1)
+    monkeypatch.setattr(cg.os, "statvfs", lambda path: stat)
+    torch_error = RuntimeError(
+        "[enforce fail at inline_container.cc:672] . unexpected pos 24681600 vs 24681488"
+    )
+    error = guard.abort(1, torch_error)
+    assert isinstance(error, CheckpointSpaceError) is full
+    if full:
+        text = str(error)
+        assert f"the checkpoint of step 1 ran out of space and was removed: {tmp_path} had" in text
+        assert "the run's first checkpoint needs more than the" in text and "when the disk filled" in text
+        assert "No earlier checkpoint exists: a relaunch starts from step 0" in text
+    else:
+        assert error is torch_error
+    assert not (tmp_path / cg.STAGING_DIR).exists()
+
+
 def test_check_space_refuses_before_writing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     guard = CheckpointGuard(tmp_path, keep=1)
     guard.check_space(1)  # nothing saved yet: no estimate, no refusal

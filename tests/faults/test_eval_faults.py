@@ -28,6 +28,8 @@ from tests.faults.records import record
 from tests.paths import REPO
 from tests.tiny_model import build_tiny_qwen2
 
+pytestmark = [pytest.mark.faults, pytest.mark.ci]
+
 EVALUATE = [sys.executable, str(REPO / "scripts" / "evaluate.py")]
 
 

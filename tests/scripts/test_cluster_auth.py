@@ -103,6 +103,8 @@ def post_job(url: str, entrypoint: str, token: str | None) -> tuple[int, str]:
         return err.code, err.read().decode(errors="replace")
 
 
+@pytest.mark.faults
+@pytest.mark.ci
 def test_head_refuses_jobs_without_its_token_and_accepts_submit_sh(tmp_path: Path) -> None:
     home, outsider = tmp_path / "home", tmp_path / "outsider"
     home.mkdir()
@@ -164,6 +166,7 @@ def test_head_refuses_jobs_without_its_token_and_accepts_submit_sh(tmp_path: Pat
         )
         said = [ln for ln in (bad.stdout + bad.stderr).splitlines() if "401" in ln or "Authentication" in ln]
         evidence["ray job submit without token"] = (bad.returncode, said[:3])
+        cli_error = said[-1].strip() if said else ""
         assert bad.returncode != 0
         assert "401" in bad.stdout + bad.stderr or "Unauthorized" in bad.stdout + bad.stderr, bad.stderr[
             -2000:
@@ -236,7 +239,10 @@ def test_head_refuses_jobs_without_its_token_and_accepts_submit_sh(tmp_path: Pat
         steps_lost=None,
         processes_left=0,
         resumed_same_next_step=None,
-        note=f"refused: HTTP {evidence['POST /api/jobs/ without token'][0]} (a wrong token: 403); the job never ran",
+        note=(
+            f"refused: HTTP {evidence['POST /api/jobs/ without token'][0]} (a wrong token: 403); "
+            f"the CLI said: {cli_error}; the job never ran; submit.sh with the token ran its job"
+        ),
     )
 
 

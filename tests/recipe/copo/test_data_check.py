@@ -207,6 +207,8 @@ def test_data_prep_refuses_to_write_rows_that_break_the_schema(tmp_path: Path) -
     assert cli._write_checked([good_row(0)], target) == target and target.exists()
 
 
+@pytest.mark.faults
+@pytest.mark.ci
 def test_main_copo_fails_on_bad_data_before_ray_starts(tmp_path: Path, model: Path) -> None:
     from tests.e2e.cpu_run import cpu_env
 

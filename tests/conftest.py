@@ -24,3 +24,19 @@ def _restore_environ() -> Iterator[None]:
     yield
     os.environ.clear()
     os.environ.update(saved)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    from tests.faults import session as fault_session
+
+    fault_session.started(list(session.config.invocation_params.args))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """A session that wrote fault records leaves ``_session.json`` beside them (tests/faults/session.py)."""
+    from tests.faults import session as fault_session
+
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    stats = getattr(reporter, "stats", {}) if reporter is not None else {}
+    outcomes = {name: len(stats.get(name, [])) for name in ("passed", "failed", "skipped", "error")}
+    fault_session.finished(outcomes)

@@ -15,6 +15,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from tests.faults import session
 from tests.paths import REPO
 
 RECORDS_ENV = "COPO_FAULT_RECORDS"
@@ -88,14 +89,16 @@ def record(
     tmp = folder / f".{key}.json.tmp"
     tmp.write_text(json.dumps({**asdict(entry), "written_at": time.time()}, indent=1) + "\n")
     os.replace(tmp, folder / f"{key}.json")
+    session.on_record(folder)
     return entry
 
 
-def load_records(folder: Path) -> list[FaultRecord]:
-    """Every record in ``folder``, ordered by key."""
+def load_records(folder: Path, since: float | None = None) -> list[FaultRecord]:
+    """Every record in ``folder`` (written at or after ``since``, when given), ordered by key."""
     fields = set(FaultRecord.__dataclass_fields__)
     rows = []
-    for path in sorted(folder.glob("*.json")):
+    for path in sorted(folder.glob("[a-z0-9]*.json")):
         data = json.loads(path.read_text())
-        rows.append(FaultRecord(**{k: v for k, v in data.items() if k in fields}))
+        if since is None or data.get("written_at", 0.0) >= since:
+            rows.append(FaultRecord(**{k: v for k, v in data.items() if k in fields}))
     return sorted(rows, key=lambda r: r.key)

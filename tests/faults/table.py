@@ -4,9 +4,11 @@
     python -m tests.faults.table --records DIR --write    # also replace the table in docs/RELIABILITY.md
                                                           # and copy the records to docs/reliability/
 
-The table sits between two marker lines of the document; nothing else there is touched. The records
-behind the committed table are kept in ``docs/reliability/records.json``, and a test checks that the
-document's table is exactly what this module renders from them.
+The table sits between two marker lines of the document; nothing else there is touched. It holds the
+records of the last session that wrote into the folder (its ``_session.json``: tests/faults/session.py),
+and under them that session's date, duration, outcome and machine. The records behind the committed
+table are kept in ``docs/reliability/records.json``, and a test checks that the document's table is
+exactly what this module renders from them.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from tests.faults.records import FaultRecord, load_records, records_dir
+from tests.faults.session import FaultSession, load_session
 from tests.paths import REPO
 
 DOC = REPO / "docs" / "RELIABILITY.md"
@@ -34,8 +37,8 @@ def _cell(value: object) -> str:
     return str(value).replace("|", "\\|")
 
 
-def render(records: list[FaultRecord]) -> str:
-    """The markdown table, one row per record, and a line on the machine's load."""
+def render(records: list[FaultRecord], session: FaultSession | None = None) -> str:
+    """The markdown table, one row per record, then the session that wrote them and the machine."""
     lines = [
         "| fault | how it was injected | clean stop (s) | steps lost | processes left | resume: same next step | also checked |",
         "|---|---|---|---|---|---|---|",
@@ -47,13 +50,33 @@ def render(records: list[FaultRecord]) -> str:
         )
     if records:
         loads = [r.load_1min for r in records]
-        cores = sorted({r.cores for r in records})
+        cores = "/".join(str(c) for c in sorted({r.cores for r in records}))
         lines += [
             "",
-            f"{len(records)} faults; machine: {'/'.join(map(str, cores))} cores, 1-minute load "
-            f"{min(loads):.1f}-{max(loads):.1f} when the faults were injected (times scale with it).",
+            f"{len(records)} faults; machine: {cores} cores, 1-minute load {min(loads):.1f}-{max(loads):.1f} "
+            "when the faults were injected (times scale with it).",
         ]
+    if session is not None:
+        lines += ["", _session_line(session)]
     return "\n".join(lines) + "\n"
+
+
+def _session_line(s: FaultSession) -> str:
+    outcome = f"{s.passed} passed, {s.failed} failed, {s.skipped} skipped" + (
+        f", {s.errors} errors" if s.errors else ""
+    )
+    checkout = "a clean checkout" if s.clean_checkout else "a checkout with local changes"
+    roofline = (
+        f"{s.roofline_first:.0f} GFLOP/s at the first record, {s.roofline_end:.0f} at the end"
+        if s.roofline_first is not None and s.roofline_end is not None
+        else "not measured"
+    )
+    return (
+        f"Recorded by one pytest session (arguments `{s.command}`) on {s.started_utc} UTC at commit "
+        f"{s.commit[:10]}, {checkout}: {outcome} in {s.duration_s / 60:.0f} min. 1-minute load "
+        f"{s.load_start:.1f} at the start, {s.load_end:.1f} at the end; fp32 matmul roofline {roofline} "
+        f"({s.threads} torch thread(s), the fault runs' model shapes)."
+    )
 
 
 def replace_table(document: str, table: str) -> str:
@@ -64,8 +87,11 @@ def replace_table(document: str, table: str) -> str:
     return f"{head}{BEGIN}\n{table}{END}{tail}"
 
 
-def committed_records() -> list[FaultRecord]:
-    return [FaultRecord(**row) for row in json.loads(COMMITTED.read_text())]
+def committed() -> tuple[list[FaultRecord], FaultSession | None]:
+    """The records and the session behind the committed table."""
+    data = json.loads(COMMITTED.read_text())
+    session = FaultSession(**data["session"]) if data.get("session") else None
+    return [FaultRecord(**row) for row in data["records"]], session
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -80,18 +106,23 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     folder = args.records or records_dir()
-    records = load_records(folder)
+    session = load_session(folder)
+    records = load_records(folder, since=session.started_at if session else None)
+    older = len(load_records(folder)) - len(records)
+    if older:
+        print(f"left out {older} record(s) of {folder} written before its last session", file=sys.stderr)
     if not records:
         print(
             f"no records in {folder}: run the fault tests first (bash scripts/test.sh -m faults)",
             file=sys.stderr,
         )
         return 1
-    table = render(records)
+    table = render(records, session)
     print(table)
     if args.write:
         COMMITTED.parent.mkdir(parents=True, exist_ok=True)
-        COMMITTED.write_text(json.dumps([asdict(r) for r in records], indent=1) + "\n")
+        data = {"session": asdict(session) if session else None, "records": [asdict(r) for r in records]}
+        COMMITTED.write_text(json.dumps(data, indent=1) + "\n")
         DOC.write_text(replace_table(DOC.read_text(), table))
         print(f"wrote {DOC} and {COMMITTED}", file=sys.stderr)
     return 0

@@ -190,8 +190,13 @@ def run_jobs(
     poll_s: float = 2.0,
     launch: Callable[..., subprocess.Popen] = proc.start_group,
     say: Callable[[str], None] = lambda line: print(line, flush=True),
+    start_before: float | None = None,
+    clock: Callable[[], float] = time.time,
 ) -> list[str]:
     """Run every unfinished job, at most ``parallel`` at a time, in ``jobs`` order.
+
+    ``start_before`` (a Unix time): a pre-registered time-based stop; no job starts at or after it
+    (running ones finish), and the jobs left are reported, not failed.
 
     Returns:
         names of the jobs that failed (empty when all finished).
@@ -229,6 +234,11 @@ def run_jobs(
     started = time.time()
     with proc.stop_signals_forwarded(popens):
         while queue or running:
+            if queue and start_before is not None and clock() >= start_before:
+                say(
+                    f"[study] the start deadline passed: {len(queue)} runs not started ({', '.join(j.name for j in queue)})"
+                )
+                queue.clear()
             while queue and len(running) < parallel:
                 run = _start(queue.pop(0), launch)
                 running.append(run)

@@ -28,6 +28,7 @@ from recipe.cache import cache_root as copo_cache_root
 from recipe.files import atomic_dir
 from recipe.study.testbed.mixed import MixedTaskSpec
 from recipe.study.testbed.model import ModelShape, build_model
+from recipe.study.testbed.noisy import NoisyTaskSpec
 from recipe.study.testbed.sft import SFTSpec, train_sft
 from recipe.study.testbed.task import OPS, Problem, TaskSpec, make_splits, write_data
 from recipe.study.testbed.tokenizer import build_tokenizer
@@ -35,6 +36,20 @@ from recipe.study.testbed.tokenizer import build_tokenizer
 # Bump when the build code changes what it produces for the same spec (a new key, a new build).
 BUILD_VERSION = 1
 MANIFEST = "manifest.json"
+
+
+def spec_key(spec: dict[str, Any]) -> str:
+    """12 hex digits of the SHA-256 of a spec, BUILD_VERSION and the torch/transformers versions."""
+    import torch
+    import transformers
+
+    payload = {
+        "spec": spec,
+        "build_version": BUILD_VERSION,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
 
 
 @dataclass(frozen=True)
@@ -54,17 +69,54 @@ class TestbedSpec:
         return dataclasses.asdict(self)
 
     def key(self) -> str:
-        """12 hex digits of the SHA-256 of the spec, BUILD_VERSION and the torch/transformers versions."""
-        import torch
-        import transformers
+        return spec_key(self.as_dict())
 
-        payload = {
-            "spec": self.as_dict(),
-            "build_version": BUILD_VERSION,
-            "torch": torch.__version__,
-            "transformers": transformers.__version__,
-        }
-        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
+
+@dataclass(frozen=True)
+class ContinuedSpec:
+    """A testbed whose policy continues another testbed's SFT policy (testbed v3 continues v2).
+
+    ``base`` is built (or found) first; its model is fine-tuned ``sft.steps`` more steps on ``task``'s
+    stream (:class:`NoisyTaskSpec`: corrupted answers on some levels). ``task`` must draw the base's
+    validation and training problems (the same tasks, seed and counts; only SFT weights and noise may
+    differ), so its stream skips every problem the base held out and its re-split RL data
+    (``rl_levels``) is unseen by both fine-tunings. Its cache key covers the base's whole spec.
+    """
+
+    base: TestbedSpec
+    task: NoisyTaskSpec
+    sft: SFTSpec
+
+    def __post_init__(self) -> None:
+        base = self.base.task
+        if not isinstance(base, MixedTaskSpec):
+            raise ValueError("ContinuedSpec.base must be a mixed-task testbed (v2)")
+
+        def draws(t: MixedTaskSpec) -> tuple[Any, ...]:
+            return (
+                tuple((k.name, tuple(map(tuple, k.levels)), tuple(k.weights)) for k in t.tasks),
+                t.seed,
+                t.train_per_task,
+                t.val_per_task,
+                t.instruction,
+            )
+
+        if draws(self.task) != draws(base):
+            raise ValueError(
+                "ContinuedSpec.task must draw the base's validation and training problems (same tasks, levels, "
+                "weights, seed, counts and instruction; change only SFT weights, noise and rl_levels), or its RL "
+                "problems could be ones the base's SFT saw"
+            )
+
+    @property
+    def model(self) -> ModelShape:
+        return self.base.model
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"continued": dataclasses.asdict(self)}
+
+    def key(self) -> str:
+        return spec_key(self.as_dict())
 
 
 @dataclass(frozen=True)
@@ -111,9 +163,50 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _build_into(spec: TestbedSpec, out: Path) -> dict[str, Any]:
+def _weights_sha256(model: Any) -> str:
     import torch
 
+    checksum = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        checksum.update(name.encode())
+        checksum.update(tensor.detach().to(torch.float32).contiguous().numpy().tobytes())
+    return checksum.hexdigest()
+
+
+def _continue_into(spec: ContinuedSpec, out: Path, root: Path) -> dict[str, Any]:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    started = time.monotonic()
+    base = ensure_testbed(spec.base, root)
+    splits = spec.task.make_splits()
+    splits.write(out / "data")
+    tokenizer = AutoTokenizer.from_pretrained(base.model)
+    model = AutoModelForCausalLM.from_pretrained(base.model, dtype=torch.float32)
+    params = sum(p.numel() for p in model.parameters())
+    _log(
+        f"SFT continued from testbed {base.key} for {spec.sft.steps} steps of {spec.sft.batch_size} problems, one thread"
+    )
+    history = train_sft(model, tokenizer, splits.sft_stream(), spec.sft)
+    model.save_pretrained(out / "model")
+    tokenizer.save_pretrained(out / "model")
+    return {
+        "spec": spec.as_dict(),
+        "build_version": BUILD_VERSION,
+        "base": base.key,
+        "base_weights_sha256": base.manifest()["weights_sha256"],
+        "parameters": params,
+        "vocab_size": len(tokenizer),
+        "weights_sha256": _weights_sha256(model),
+        "train_problems": len(splits.train),
+        "val_problems": len(splits.val),
+        "sft_loss": history,
+        "build_seconds": round(time.monotonic() - started, 1),
+        "torch_threads": 1,
+    }
+
+
+def _build_into(spec: TestbedSpec, out: Path) -> dict[str, Any]:
     started = time.monotonic()
     if isinstance(spec.task, MixedTaskSpec):
         splits = spec.task.make_splits()
@@ -132,16 +225,12 @@ def _build_into(spec: TestbedSpec, out: Path) -> dict[str, Any]:
     history = train_sft(model, tokenizer, splits.sft_stream(), spec.sft)
     model.save_pretrained(out / "model")
     tokenizer.save_pretrained(out / "model")
-    checksum = hashlib.sha256()
-    for name, tensor in sorted(model.state_dict().items()):
-        checksum.update(name.encode())
-        checksum.update(tensor.detach().to(torch.float32).contiguous().numpy().tobytes())
     return {
         "spec": spec.as_dict(),
         "build_version": BUILD_VERSION,
         "parameters": params,
         "vocab_size": len(tokenizer),
-        "weights_sha256": checksum.hexdigest(),
+        "weights_sha256": _weights_sha256(model),
         "train_problems": len(splits.train),
         "val_problems": len(splits.val),
         "sft_loss": history,
@@ -150,14 +239,14 @@ def _build_into(spec: TestbedSpec, out: Path) -> dict[str, Any]:
     }
 
 
-def locate_testbed(spec: TestbedSpec | None = None, root: Path | None = None) -> Testbed:
+def locate_testbed(spec: TestbedSpec | ContinuedSpec | None = None, root: Path | None = None) -> Testbed:
     """Where ``spec``'s testbed is (or will be) cached, without building it."""
     spec = spec or TestbedSpec()
     return Testbed((root or cache_root()) / spec.key(), spec.key())
 
 
 def ensure_testbed(
-    spec: TestbedSpec | None = None, root: Path | None = None, rebuild: bool = False
+    spec: TestbedSpec | ContinuedSpec | None = None, root: Path | None = None, rebuild: bool = False
 ) -> Testbed:
     """The cached testbed of ``spec`` (default: the study's), built first when missing.
 
@@ -175,7 +264,10 @@ def ensure_testbed(
             return Testbed(final, key)
         _log(f"building testbed {key} in {final}")
         with atomic_dir(final) as tmp:
-            manifest = _build_into(spec, tmp)
+            if isinstance(spec, ContinuedSpec):
+                manifest = _continue_into(spec, tmp, root)
+            else:
+                manifest = _build_into(spec, tmp)
             (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
         _log(f"testbed {key} built in {manifest['build_seconds']:.0f} s")
     return Testbed(final, key)

@@ -165,6 +165,10 @@ class MixedTaskSpec:
                         "the level's weight"
                     )
 
+    def source_of(self, task: MixedTask) -> str:
+        """The ``data_source`` of ``task``'s rows (``testbed2/<name>``)."""
+        return task.data_source
+
     def make_splits(self) -> MixedSplits:
         """Draw validation, then training problems, task by task and level by level."""
         rng = random.Random(self.seed)
@@ -242,7 +246,7 @@ def verl_rows(spec: MixedTaskSpec, problems: Sequence[tuple[str, Problem]], spli
     The user message is the problem's (``boxed`` template: question and the project's instruction),
     or the question alone (``prompt_template`` then records ``question``).
     """
-    source = {task.name: task.data_source for task in spec.tasks}
+    source = {task.name: spec.source_of(task) for task in spec.tasks}
     rows = []
     for i, (name, p) in enumerate(problems):
         row = make_row(

@@ -142,19 +142,21 @@ def run_row(run: PlannedRun, tasks: Sequence[str]) -> tuple[dict[str, Any], dict
     return row, curve
 
 
-def block_rows(run: PlannedRun, tasks: Sequence[str]) -> list[dict[str, Any]]:
-    """Per block of BLOCK_STEPS steps and task: shares of all-correct, all-wrong, zero-variance groups.
+def block_rows(
+    run: PlannedRun, tasks: Sequence[str], source_prefix: str = "testbed2/", block_steps: int = BLOCK_STEPS
+) -> list[dict[str, Any]]:
+    """Per block of ``block_steps`` steps and task: shares of all-correct, all-wrong, zero-variance groups.
 
     Shares pool the block's generated groups (each step's share weighted by its group count).
     """
     rows = [r for r in read_metrics_jsonl(run.path / "metrics.jsonl") if int(r["step"]) > 0]
     out = []
     for task in (*tasks, ALL):
-        prefix = f"groups/{task}/" if task == ALL else f"groups/testbed2/{task}/"
+        prefix = f"groups/{task}/" if task == ALL else f"groups/{source_prefix}{task}/"
         blocks: dict[int, list[dict[str, Any]]] = defaultdict(list)
         for r in rows:
             if prefix + "count" in r:
-                blocks[(int(r["step"]) - 1) // BLOCK_STEPS].append(r)
+                blocks[(int(r["step"]) - 1) // block_steps].append(r)
         for block, members in sorted(blocks.items()):
             count = sum(float(m[prefix + "count"]) for m in members)
 
@@ -170,8 +172,8 @@ def block_rows(run: PlannedRun, tasks: Sequence[str]) -> list[dict[str, Any]]:
                     "method": run.method,
                     "seed": run.seed,
                     "task": task,
-                    "first_step": block * BLOCK_STEPS + 1,
-                    "last_step": block * BLOCK_STEPS + len(members),
+                    "first_step": block * block_steps + 1,
+                    "last_step": block * block_steps + len(members),
                     "groups": int(count),
                     "all_correct": pooled("all_correct"),
                     "all_wrong": pooled("all_wrong"),
@@ -182,7 +184,9 @@ def block_rows(run: PlannedRun, tasks: Sequence[str]) -> list[dict[str, Any]]:
     return out
 
 
-def step_curves(runs: Sequence[PlannedRun], tasks: Sequence[str]) -> list[dict[str, Any]]:
+def step_curves(
+    runs: Sequence[PlannedRun], tasks: Sequence[str], source_prefix: str = "testbed2/"
+) -> list[dict[str, Any]]:
     """Per (phase, method, step, task): generated-group shares and training accuracy, mean over seeds."""
     acc: dict[tuple[str, str, int, str], list[list[float]]] = defaultdict(list)
     for run in runs:
@@ -191,7 +195,7 @@ def step_curves(runs: Sequence[PlannedRun], tasks: Sequence[str]) -> list[dict[s
         for r in read_metrics_jsonl(run.path / "metrics.jsonl"):
             step = int(r["step"])
             for task in (*tasks, ALL):
-                prefix = f"groups/{task}/" if task == ALL else f"groups/testbed2/{task}/"
+                prefix = f"groups/{task}/" if task == ALL else f"groups/{source_prefix}{task}/"
                 if prefix + "count" in r:
                     acc[(run.phase, run.method, step, task)].append(
                         [
@@ -253,9 +257,17 @@ def problem_columns(
 
 
 def collect(
-    runs: Sequence[PlannedRun], problems: Sequence[ValProblem], out_dir: Path, prefix: str = ""
+    runs: Sequence[PlannedRun],
+    problems: Sequence[ValProblem],
+    out_dir: Path,
+    prefix: str = "",
+    source_prefix: str = "testbed2/",
+    block_steps: int = BLOCK_STEPS,
 ) -> dict[str, Any]:
-    """Write the CSVs (names prefixed with ``prefix``) for ``runs``; returns the rows written."""
+    """Write the CSVs (names prefixed with ``prefix``) for ``runs``; returns the rows written.
+
+    ``source_prefix``: the rows' ``data_source`` before the task name (``testbed2/``, ``testbed3/``).
+    """
     tasks = sorted({p.task for p in problems})
     run_rows, val_rows, blocks = [], [], []
     for run in runs:
@@ -276,13 +288,13 @@ def collect(
                     }
                 )
         if run.trainer == "fast":
-            blocks += block_rows(run, tasks)
+            blocks += block_rows(run, tasks, source_prefix, block_steps)
     run_columns = list(run_rows[0])
     write_csv(out_dir / f"{prefix}runs.csv", run_rows, run_columns)
     write_csv(out_dir / f"{prefix}validation.csv", val_rows, list(val_rows[0]))
     if blocks:
         write_csv(out_dir / f"{prefix}blocks.csv", blocks, list(blocks[0]))
-    curves = step_curves(runs, tasks)
+    curves = step_curves(runs, tasks, source_prefix)
     if curves:
         write_csv(out_dir / f"{prefix}curves.csv", curves, list(curves[0]))
     confirmatory = [r for r in runs if r.phase == "confirmatory"]

@@ -32,11 +32,19 @@ def run_name(method: str, seed: int, lr: float | None = None) -> str:
     return f"{method}-s{seed}" if lr is None else f"{method}-lr{lr:g}-s{seed}"
 
 
-def workload_sha256() -> str:
-    """Hash of testbed2_cpu.yaml's values (comments and layout do not count)."""
+def config_path(config_name: str = CONFIG_NAME) -> Path:
+    return REPO_ROOT / "recipe" / "copo" / "config" / f"{config_name}.yaml"
+
+
+def workload_sha256(config_name: str = CONFIG_NAME) -> str:
+    """Hash of the workload yaml's values (comments and layout do not count); a derived workload
+    (testbed3_cpu) hashes its own file and the one it builds on."""
     from omegaconf import OmegaConf
 
-    return hashlib.sha256(OmegaConf.to_yaml(OmegaConf.load(CONFIG_PATH), sort_keys=True).encode()).hexdigest()
+    text = OmegaConf.to_yaml(OmegaConf.load(config_path(config_name)), sort_keys=True)
+    if config_name != CONFIG_NAME:
+        text += OmegaConf.to_yaml(OmegaConf.load(CONFIG_PATH), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def overrides(testbed: Testbed, method: str, seed: int, lr: float, steps: int | None = None) -> list[str]:
@@ -55,10 +63,12 @@ def overrides(testbed: Testbed, method: str, seed: int, lr: float, steps: int | 
     ]
 
 
-def planned_steps(steps: int | None) -> int:
+def planned_steps(steps: int | None, config_name: str = CONFIG_NAME) -> int:
     from omegaconf import OmegaConf
 
-    return int(steps if steps is not None else OmegaConf.load(CONFIG_PATH).trainer.total_training_steps)
+    return int(
+        steps if steps is not None else OmegaConf.load(config_path(config_name)).trainer.total_training_steps
+    )
 
 
 def fast_jobs(
@@ -69,10 +79,11 @@ def fast_jobs(
     name_lr: bool = False,
     steps: int | None = None,
     python: str = sys.executable,
+    config_name: str = CONFIG_NAME,
 ) -> list[Job]:
     """One fast run per ``(method, seed, lr)`` of ``plan``, in order."""
-    budget = planned_steps(steps)
-    sha = workload_sha256()
+    budget = planned_steps(steps, config_name)
+    sha = workload_sha256(config_name)
     jobs = []
     for method, seed, lr in plan:
         name = run_name(method, seed, lr if name_lr else None)
@@ -81,7 +92,7 @@ def fast_jobs(
         fingerprint = {
             "trainer": "fast",
             "fast_trainer_version": FAST_TRAINER_VERSION,
-            "config": CONFIG_NAME,
+            "config": config_name,
             "workload_sha256": sha,
             "testbed": testbed.key,
             "method": method,
@@ -90,7 +101,7 @@ def fast_jobs(
             "steps": budget,
             "overrides": args,
         }
-        command = [python, "-m", "recipe.study.fast.run", str(out), "--config-name", CONFIG_NAME, *args]
+        command = [python, "-m", "recipe.study.fast.run", str(out), "--config-name", config_name, *args]
         jobs.append(Job(name, out, command, budget, fingerprint, env=run_env(), cwd=REPO_ROOT))
     return jobs
 
@@ -136,10 +147,11 @@ def real_jobs(
     extra: Sequence[str] = (),
     steps: int | None = None,
     python: str = sys.executable,
+    config_name: str = CONFIG_NAME,
 ) -> list[Job]:
     """One ``main_copo`` run per ``(method, seed, lr)``; ``extra`` overrides are added to every run."""
-    budget = planned_steps(steps)
-    sha = workload_sha256()
+    budget = planned_steps(steps, config_name)
+    sha = workload_sha256(config_name)
     jobs = []
     for method, seed, lr in plan:
         name = run_name(method, seed)
@@ -152,7 +164,7 @@ def real_jobs(
         ]
         fingerprint = {
             "trainer": "main_copo",
-            "config": CONFIG_NAME,
+            "config": config_name,
             "workload_sha256": sha,
             "testbed": testbed.key,
             "method": method,
@@ -163,7 +175,7 @@ def real_jobs(
         }
         command = [
             python, "-m", "recipe.study.testbed2.usage", str(out / USAGE), "--",
-            python, "-m", "recipe.copo.main_copo", "--config-name", CONFIG_NAME, *args,
+            python, "-m", "recipe.copo.main_copo", "--config-name", config_name, *args,
         ]  # fmt: skip
         jobs.append(Job(name, out, command, budget, fingerprint, env=run_env(), cwd=REPO_ROOT))
     return jobs

@@ -94,6 +94,23 @@ def test_runs_in_plan_order_then_skips_finished_runs(tmp_path: Path) -> None:
     assert sum("done, skipped" in line for line in lines) == 3
 
 
+def test_no_run_starts_after_the_start_deadline(tmp_path: Path) -> None:
+    """A pre-registered time-based stop: runs started before it finish; later ones never start."""
+    jobs = _jobs(tmp_path, {"grpo-s0": "ok", "copo-s0": "ok", "grpo-s1": "ok", "copo-s1": "ok"})
+    launch = _Recorder()
+    lines: list[str] = []
+
+    def clock() -> float:  # the deadline (5.0) passes once the first two runs have started
+        return 10.0 if len(launch.started) >= 2 else 0.0
+
+    failed = driver.run_jobs(
+        jobs, parallel=2, poll_s=0.05, launch=launch, say=lines.append, start_before=5.0, clock=clock
+    )
+    assert failed == [] and launch.started == ["grpo-s0", "copo-s0"]
+    assert driver.job_state(jobs[0]) == "done" and driver.job_state(jobs[3]) != "done"
+    assert any("2 runs not started (grpo-s1, copo-s1)" in line for line in lines)
+
+
 def test_interrupted_run_restarts_from_scratch(tmp_path: Path) -> None:
     (job,) = _jobs(tmp_path, {"grpo-s0": "ok"})
     job.out.mkdir(parents=True)

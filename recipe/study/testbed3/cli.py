@@ -156,6 +156,19 @@ def planned_runs(runs: Path, rates: dict[str, float] | None) -> list[Any]:
     return [r for r in out if (r.path / SUMMARY).is_file()]
 
 
+def complete_seeds(runs: list[Any]) -> list[Any]:
+    """The runs of the seeds whose runs of every method finished, per phase (the plan's time-based stop)."""
+    methods = {"confirmatory": set(plan.METHODS), "real": set(plan.REAL_TRAINER_METHODS)}
+    done: dict[tuple[str, int], set[str]] = {}
+    for r in runs:
+        done.setdefault((r.phase, r.seed), set()).add(r.method)
+    keep = [r for r in runs if done[(r.phase, r.seed)] >= methods[r.phase]]
+    dropped = sorted({f"{r.phase} seed {r.seed}" for r in runs} - {f"{r.phase} seed {r.seed}" for r in keep})
+    if dropped:
+        print(f"[study] left out (not every method finished before the deadline): {', '.join(dropped)}")
+    return keep
+
+
 def _collect(runs: list[Any], problems: Any, docs: Path, prefix: str = "") -> None:
     from recipe.study.testbed2 import collect
 
@@ -206,7 +219,7 @@ def cmd_summarize(args: argparse.Namespace) -> int:
     t = testbed()
     problems = collect.validation_problems(t.data / "val.parquet")
     rates = plan.learning_rates()
-    runs = [r for r in planned_runs(args.runs, rates) if r.phase in ("confirmatory", "real")]
+    runs = complete_seeds([r for r in planned_runs(args.runs, rates) if r.phase in ("confirmatory", "real")])
     if runs:
         _collect(runs, problems, args.docs)
         plots.plot_all(args.docs)

@@ -247,12 +247,16 @@ def mde_markdown(pilot: pd.DataFrame, runs: pd.DataFrame | None = None) -> str:
     test = _paired(pilot, *plan.PRIMARY, "auc")
     n = len(plan.CONFIRMATORY_SEEDS)
     mde = paired.minimum_detectable_effect(test.sd, n, plan.ALPHA, plan.POWER)
-    mde_min = paired.minimum_detectable_effect(test.sd, plan.MIN_SEEDS, plan.ALPHA, plan.POWER)
+    fewer = ", ".join(
+        f"{100 * paired.minimum_detectable_effect(test.sd, k, plan.ALPHA, plan.POWER):.2f} with {k}"
+        for k in plan.POWER_SEEDS
+        if k != n
+    )
     line = (
         f"Pilot ({test.n} paired seeds, {', '.join(map(str, sorted(set(pilot.seed))))}): SD of the paired AUC difference "
         f"{100 * test.sd:.2f} points, so with {n} seeds a two-sided paired t-test at alpha {plan.ALPHA} detects a mean "
-        f"difference of **{100 * mde:.2f} points** with {plan.POWER:.0%} power ({100 * mde_min:.2f} points with "
-        f"{plan.MIN_SEEDS} seeds; the pilot's own mean difference: {100 * test.mean:+.2f})."
+        f"difference of **{100 * mde:.2f} points** with {plan.POWER:.0%} power ({fewer} seeds; the pilot's own mean "
+        f"difference: {100 * test.mean:+.2f})."
     )
     if runs is not None:
         achieved = _paired(runs, *plan.PRIMARY, "auc")

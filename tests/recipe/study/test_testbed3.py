@@ -177,3 +177,38 @@ def test_collect_and_report_on_fake_runs(tmp_path: Path, monkeypatch: pytest.Mon
     )
     assert f"{100 * d.mean():+.1f}" in fragments["per_level"]
     assert report.report(out) == fragments
+    from recipe.study.testbed3 import plots
+
+    plots.plot_all(out)
+    assert (out / "testbed3_accuracy.png").stat().st_size > 0 and (out / "testbed3_regime.png").is_file()
+
+
+def test_tuning_and_pilot_blocks_on_fake_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    problems = [ValProblem(i, "max", "max2x2" if i < 4 else "max3x3") for i in range(8)]
+    runs = []
+    for method in plan.METHODS:
+        for lr, gain in ((1e-4, 0.5), (2e-4, 0.25)):
+            path = tmp_path / "runs" / "tuning" / f"{method}-lr{lr:g}-s3000"
+            _fake_run(path, 3000, gain)
+            runs.append(PlannedRun("tuning", "fast", method, 3000, lr, path))
+    for seed in plan.PILOT_SEEDS:
+        for method in plan.PILOT_METHODS:
+            path = tmp_path / "runs" / "pilot" / f"{method}-s{seed}"
+            _fake_run(path, seed, 0.5 if method == "grpo" else 0.25)
+            runs.append(PlannedRun("pilot", "fast", method, seed, 1e-4, path))
+    out = tmp_path / "docs"
+    collect.collect(runs, problems, out, prefix="pilot_", source_prefix=plan.SOURCE_PREFIX)
+    tuning = pd.read_csv(out / "pilot_runs.csv").query("phase == 'tuning'")
+    assert set(report.choose_learning_rates(tuning).values()) == {1e-4}
+    fragments = report.report(out)
+    assert {"tuning", "tuning_criteria", "pilot", "budget"} <= set(fragments)
+    assert f"Pilot ({1 + len(plan.PILOT_SEEDS)} paired seeds" in fragments["pilot"]
+    assert "GRPO's validation accuracy gain" in fragments["tuning_criteria"]
+
+
+def test_only_seeds_with_every_method_finished_are_analysed(tmp_path: Path) -> None:
+    from recipe.study.testbed3.cli import complete_seeds
+
+    runs = [PlannedRun("confirmatory", "fast", m, 100, 1e-4, tmp_path) for m in plan.METHODS]
+    runs += [PlannedRun("confirmatory", "fast", m, 101, 1e-4, tmp_path) for m in plan.METHODS[:2]]
+    assert {(r.seed, r.method) for r in complete_seeds(runs)} == {(100, m) for m in plan.METHODS}

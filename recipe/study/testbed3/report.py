@@ -362,7 +362,9 @@ def report(docs: Path) -> dict[str, str]:
                 criteria_markdown(grpo, blocks, "tuning and pilot seeds at its tuned rate").split("\n\n")[0]
                 + "\n"
             )
-        out["pilot"] = mde_markdown(at_chosen)
+        paired_seeds = at_chosen[at_chosen.method.isin(plan.PRIMARY)].groupby("seed").method.nunique()
+        if (paired_seeds == len(plan.PRIMARY)).sum() >= 2:  # the pilot has run
+            out["pilot"] = mde_markdown(at_chosen)
     runs_all = read(docs, "runs.csv")
     if runs_all is None:
         if pilot is not None:

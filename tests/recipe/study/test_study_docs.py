@@ -4,13 +4,12 @@ from the committed CSVs today.
 docs/STUDY_CPU.md, docs/STUDY_PLAN.md and README.md hold the studies' figures between
 ``<!-- generated: NAME -->`` and ``<!-- end generated -->``. ``testbed/*`` blocks come from
 ``recipe.study.testbed.figures`` (the v1 study's docs/study_cpu/testbed/*.csv), ``testbed2/*`` from
-``recipe.study.testbed2.report`` (docs/study_cpu/testbed2/*.csv), ``smollm2/*`` from
+``recipe.study.testbed2.report`` (docs/study_cpu/testbed2/*.csv), ``testbed3/*`` from
+``recipe.study.testbed3.report`` (docs/study_cpu/testbed3/*.csv), ``smollm2/*`` from
 ``recipe.study.smollm2_summary.figures`` (docs/study_cpu/steps.csv).
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 
@@ -98,12 +97,25 @@ def test_docs_include_the_testbed2_figures_and_each_equals_its_derivation() -> N
         assert summary.read_text() == report.summary_markdown(derived)
 
 
-def test_committed_study_data_stays_small() -> None:
-    total = (
-        sum(p.stat().st_size for p in Path(STUDY_DOCS / "testbed2").glob("*") if p.is_file())
-        if (STUDY_DOCS / "testbed2").is_dir()
-        else 0
-    )
-    assert total < 4_000_000, (
-        f"docs/study_cpu/testbed2 holds {total / 1e6:.1f} MB; aggregate before committing"
-    )
+def test_docs_include_the_testbed3_figures_and_each_equals_its_derivation() -> None:
+    from recipe.study.testbed3 import report as report3
+
+    derived = report3.report(STUDY_DOCS / "testbed3")
+    blocks = {k: v for k, v in _blocks().items() if k[1].startswith("testbed3/")}
+    assert {name for _, name in blocks} >= {"testbed3/levels", "testbed3/tuning", "testbed3/pilot"}
+    for (doc, name), body in blocks.items():
+        key = name.split("/", 1)[1]
+        if key not in derived:
+            assert body == "", f"{doc}: block {name} states figures that no committed data derives"
+            continue
+        assert body == derived[key], f"{doc}: block {name} differs from recipe.study.testbed3.report"
+    summary = STUDY_DOCS / "testbed3" / "summary.md"
+    if summary.is_file():
+        assert summary.read_text() == report3.summary_markdown(derived)
+
+
+@pytest.mark.parametrize("study", ["testbed2", "testbed3"])
+def test_committed_study_data_stays_small(study: str) -> None:
+    folder = STUDY_DOCS / study
+    total = sum(p.stat().st_size for p in folder.glob("*") if p.is_file()) if folder.is_dir() else 0
+    assert total < 4_000_000, f"docs/study_cpu/{study} holds {total / 1e6:.1f} MB; aggregate before committing"

@@ -88,3 +88,12 @@ def test_the_session_is_written_beside_its_records_and_rendered(
     assert "| f | i | 2.0 | 0 | 0 | yes |  |" in text and "0-older" not in text
     assert f"arguments `-m faults`) on {run.started_utc} UTC at commit {run.commit[:10]}" in text
     assert "3 passed, 0 failed, 1 skipped in 0 min" in text
+
+
+def test_the_committed_table_is_the_rendering_of_the_committed_records() -> None:
+    """docs/RELIABILITY.md's table is exactly what table.render makes of docs/reliability/records.json."""
+    records, run = table.committed()
+    doc = table.DOC.read_text()
+    between = doc.split(table.BEGIN, 1)[1].split(table.END, 1)[0]
+    assert between == "\n" + table.render(records, run)
+    assert run is not None and run.records == len(records)

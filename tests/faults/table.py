@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
@@ -37,8 +38,8 @@ def _cell(value: object) -> str:
     return str(value).replace("|", "\\|")
 
 
-def render(records: list[FaultRecord], session: FaultSession | None = None) -> str:
-    """The markdown table, one row per record, then the session that wrote them and the machine."""
+def render(records: list[FaultRecord], sessions: Sequence[FaultSession] = ()) -> str:
+    """The markdown table, one row per record, then the session(s) that wrote them and the machine."""
     lines = [
         "| fault | how it was injected | clean stop (s) | steps lost | processes left | resume: same next step | also checked |",
         "|---|---|---|---|---|---|---|",
@@ -56,7 +57,12 @@ def render(records: list[FaultRecord], session: FaultSession | None = None) -> s
             f"{len(records)} faults; machine: {cores} cores, 1-minute load {min(loads):.1f}-{max(loads):.1f} "
             "when the faults were injected (times scale with it).",
         ]
-    if session is not None:
+    if len(sessions) > 1:
+        lines += [
+            "",
+            f"{len(sessions)} pytest sessions; a later one's record of a fault replaces an earlier one's:",
+        ]
+    for session in sessions:
         lines += ["", _session_line(session)]
     return "\n".join(lines) + "\n"
 
@@ -72,7 +78,7 @@ def _session_line(s: FaultSession) -> str:
         else "not measured"
     )
     return (
-        f"Recorded by one pytest session (arguments `{s.command}`) on {s.started_utc} UTC at commit "
+        f"Recorded by a pytest session (arguments `{s.command}`) on {s.started_utc} UTC at commit "
         f"{s.commit[:10]}, {checkout}: {outcome} in {s.duration_s / 60:.0f} min. 1-minute load "
         f"{s.load_start:.1f} at the start, {s.load_end:.1f} at the end; fp32 matmul roofline {roofline} "
         f"({s.threads} torch thread(s), the fault runs' model shapes)."
@@ -87,41 +93,51 @@ def replace_table(document: str, table: str) -> str:
     return f"{head}{BEGIN}\n{table}{END}{tail}"
 
 
-def committed() -> tuple[list[FaultRecord], FaultSession | None]:
-    """The records and the session behind the committed table."""
+def committed() -> tuple[list[FaultRecord], list[FaultSession]]:
+    """The records and the session(s) behind the committed table."""
     data = json.loads(COMMITTED.read_text())
-    session = FaultSession(**data["session"]) if data.get("session") else None
-    return [FaultRecord(**row) for row in data["records"]], session
+    return [FaultRecord(**row) for row in data["records"]], [FaultSession(**s) for s in data["sessions"]]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m tests.faults.table", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument("--records", type=Path, default=None, help="folder of <key>.json records")
+    parser.add_argument(
+        "--records",
+        type=Path,
+        action="append",
+        help="folder of <key>.json records; repeat it to add a later session's (its records replace "
+        "an earlier folder's of the same key)",
+    )
     parser.add_argument(
         "--write",
         action="store_true",
         help=f"update {DOC.relative_to(REPO)} and {COMMITTED.relative_to(REPO)}",
     )
     args = parser.parse_args(argv)
-    folder = args.records or records_dir()
-    session = load_session(folder)
-    records = load_records(folder, since=session.started_at if session else None)
-    older = len(load_records(folder)) - len(records)
-    if older:
-        print(f"left out {older} record(s) of {folder} written before its last session", file=sys.stderr)
-    if not records:
-        print(
-            f"no records in {folder}: run the fault tests first (bash scripts/test.sh -m faults)",
-            file=sys.stderr,
-        )
-        return 1
-    table = render(records, session)
+    by_key: dict[str, FaultRecord] = {}
+    sessions: list[FaultSession] = []
+    for folder in args.records or [records_dir()]:
+        session = load_session(folder)
+        records = load_records(folder, since=session.started_at if session else None)
+        older = len(load_records(folder)) - len(records)
+        if older:
+            print(f"left out {older} record(s) of {folder} written before its last session", file=sys.stderr)
+        if not records:
+            print(
+                f"no records in {folder}: run the fault tests first (bash scripts/test.sh -m faults)",
+                file=sys.stderr,
+            )
+            return 1
+        by_key.update((r.key, r) for r in records)
+        sessions += [session] if session else []
+    records = sorted(by_key.values(), key=lambda r: r.key)
+    table = render(records, sessions)
     print(table)
     if args.write:
         COMMITTED.parent.mkdir(parents=True, exist_ok=True)
-        data = {"session": asdict(session) if session else None, "records": [asdict(r) for r in records]}
+        data = {"sessions": [asdict(s) for s in sessions], "records": [asdict(r) for r in records]}
         COMMITTED.write_text(json.dumps(data, indent=1) + "\n")
         DOC.write_text(replace_table(DOC.read_text(), table))
         print(f"wrote {DOC} and {COMMITTED}", file=sys.stderr)

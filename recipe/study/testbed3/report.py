@@ -235,9 +235,10 @@ def budget_markdown(runs: pd.DataFrame, machine: pd.DataFrame | None, build_s: f
         lines += [
             "",
             "Wall is the sum of the runs' times (two ran at a time, one thread each, on a 2-core machine shared with other "
-            f"sessions: load average {machine.load1.min():.1f}-{machine.load1.max():.1f}); this machine's fp32 matmul speed "
-            f"at the model's shapes (recipe/cpu_backend/roofline.py, one thread) was {machine.gflops.min():.1f}-"
-            f"{machine.gflops.max():.1f} GFLOP/s ({len(machine)} measurements at the phases' starts and ends).",
+            "sessions). At the phases' starts and ends "
+            f"({len(machine)} measurements) the one-minute load average was {machine.load1.min():.1f}-"
+            f"{machine.load1.max():.1f} and this machine's fp32 matmul speed at the model's shapes "
+            f"(recipe/cpu_backend/roofline.py, one thread) {machine.gflops.min():.1f}-{machine.gflops.max():.1f} GFLOP/s.",
         ]
     return "\n".join(lines) + "\n"
 

@@ -118,4 +118,6 @@ def test_docs_include_the_testbed3_figures_and_each_equals_its_derivation() -> N
 def test_committed_study_data_stays_small(study: str) -> None:
     folder = STUDY_DOCS / study
     total = sum(p.stat().st_size for p in folder.glob("*") if p.is_file()) if folder.is_dir() else 0
-    assert total < 4_000_000, f"docs/study_cpu/{study} holds {total / 1e6:.1f} MB; aggregate before committing"
+    assert total < 4_000_000, (
+        f"docs/study_cpu/{study} holds {total / 1e6:.1f} MB; aggregate before committing"
+    )

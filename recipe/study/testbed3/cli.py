@@ -27,7 +27,7 @@ from recipe.proc import Stopped
 from recipe.study.testbed.build import Testbed, ensure_testbed, locate_testbed
 from recipe.study.testbed.runs import REPO_ROOT
 from recipe.study.testbed2 import jobs as study_jobs
-from recipe.study.testbed2.cli import _committed, record_machine, write_machine_csv
+from recipe.study.testbed2.cli import MACHINE_LOG, _committed, record_machine
 from recipe.study.testbed3 import plan
 
 RUNS = REPO_ROOT / "runs" / "study_testbed3"
@@ -154,6 +154,20 @@ def planned_runs(runs: Path, rates: dict[str, float] | None) -> list[Any]:
             for m, s, lr in study_jobs.interleave(methods, seeds, {m: [rates[m]] for m in methods}):
                 out.append(PlannedRun(phase, trainer, m, s, lr, runs / phase / study_jobs.run_name(m, s)))
     return [r for r in out if (r.path / SUMMARY).is_file()]
+
+
+def write_machine_csv(runs: Path, docs: Path) -> None:
+    """``machine.csv``: each phase's start and end as a UTC time (to the second), speed and load."""
+    from datetime import timezone
+
+    from recipe.study.steps import write_csv
+
+    log = runs / MACHINE_LOG
+    if log.is_file():
+        rows = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+        for row in rows:
+            row["time"] = datetime.fromtimestamp(row["time"], timezone.utc).isoformat(timespec="seconds")
+        write_csv(docs / "machine.csv", rows, ["time", "when", "gflops", "load1"])
 
 
 def complete_seeds(runs: list[Any]) -> list[Any]:

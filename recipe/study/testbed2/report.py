@@ -43,6 +43,11 @@ def pvalue(p: float) -> str:
     return "< 0.001" if p < 0.001 else f"{p:.3f}"
 
 
+def p_is(p: float, name: str = "p") -> str:
+    """``p = 0.041`` or ``p < 0.001`` (prose; tables use :func:`pvalue`)."""
+    return f"{name} < 0.001" if p < 0.001 else f"{name} = {p:.3f}"
+
+
 @dataclass
 class Comparison:
     treatment: str
@@ -205,7 +210,7 @@ def comparisons_markdown(comps: Sequence[Comparison]) -> str:
     t = primary.test
     lines = [
         f"**Primary** ({primary.name}, AUC of validation mean@k, {t.n} paired seeds): "
-        f"{interval(t.mean, t.low, t.high)} points (95% t-interval), p = {pvalue(t.p)}"
+        f"{interval(t.mean, t.low, t.high)} points (95% t-interval), {p_is(t.p)}"
         + (f"; two-level bootstrap (seeds x problems) {interval(*primary.boot)}" if primary.boot else "")
         + f": **{verdict(primary, secondary=False)}**.",
         "",
@@ -349,14 +354,14 @@ def oneline_markdown(runs: pd.DataFrame, comps: Sequence[Comparison], blocks: pd
     seeds = len(set(runs.seed))
     steps = int(runs.steps.iloc[0])
     secondary = "; ".join(
-        f"{c.name} {interval(c.test.mean, c.test.low, c.test.high)} (Holm p {pvalue(c.holm_p or 1.0)})"
+        f"{c.name} {interval(c.test.mean, c.test.low, c.test.high)} ({p_is(c.holm_p or 1.0, 'Holm p')})"
         for c in comps[1:]
     )
     g = crit["gain"]
     return (
         f"> **Result in one line.** {seeds} seeds x {len(plan.METHODS)} methods x {steps} steps, pre-registered "
         f"(docs/STUDY_PLAN.md): COPO `soft_with_zero` - GRPO, area under the validation curve: "
-        f"{interval(t.mean, t.low, t.high)} points (p = {pvalue(t.p)}): **{verdict(primary, secondary=False)}**. "
+        f"{interval(t.mean, t.low, t.high)} points ({p_is(t.p)}): **{verdict(primary, secondary=False)}**. "
         f"GRPO gained {interval(g.mean, g.low, g.high)} points of validation accuracy; secondary: {secondary}.\n"
     )
 

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from recipe import stats as paired
-from recipe.study.testbed2.report import RESAMPLES, Comparison, interval, pct, problem_auc, pvalue, read
+from recipe.study.testbed2.report import RESAMPLES, Comparison, interval, p_is, pct, problem_auc, pvalue, read
 from recipe.study.testbed3 import plan
 from recipe.study.testbed3.levels import levels_markdown
 
@@ -159,7 +159,7 @@ def comparisons_markdown(comps: Sequence[Comparison]) -> str:
     t = primary.test
     lines = [
         f"**Primary** ({primary.name}, AUC of validation mean@k, {t.n} paired seeds): "
-        f"{interval(t.mean, t.low, t.high)} points (95% t-interval), p = {pvalue(t.p)}"
+        f"{interval(t.mean, t.low, t.high)} points (95% t-interval), {p_is(t.p)}"
         + (f"; two-level bootstrap (seeds x problems) {interval(*primary.boot)}" if primary.boot else "")
         + f": **{verdict(primary, secondary=False)}**.",
         "",
@@ -328,13 +328,13 @@ def oneline_markdown(runs: pd.DataFrame, comps: Sequence[Comparison], blocks: pd
     crit = criteria(runs, blocks)
     g = crit["gain"]
     secondary = "; ".join(
-        f"{c.name} {interval(c.test.mean, c.test.low, c.test.high)} (Holm p {pvalue(c.holm_p or 1.0)})"
+        f"{c.name} {interval(c.test.mean, c.test.low, c.test.high)} ({p_is(c.holm_p or 1.0, 'Holm p')})"
         for c in comps[1:]
     )
     return (
         f"> **Result in one line.** Testbed v3, {len(set(runs.seed))} seeds x {len(plan.METHODS)} methods x "
         f"{int(runs.steps.iloc[0])} steps, pre-registered (docs/STUDY_PLAN.md, amendment): COPO `soft_with_zero` - GRPO, "
-        f"area under the validation curve: {interval(t.mean, t.low, t.high)} points (p = {pvalue(t.p)}): "
+        f"area under the validation curve: {interval(t.mean, t.low, t.high)} points ({p_is(t.p)}): "
         f"**{verdict(primary, secondary=False)}**. GRPO gained {interval(g.mean, g.low, g.high)} points of validation "
         f"accuracy (learning criterion {_met(crit['gain_ok'])}, regime criterion {_met(crit['regime_ok'])}); "
         f"secondary: {secondary}.\n"

@@ -254,3 +254,18 @@ def run_jobs(
                         failures.append(run.job.name)
     say(f"[study] done in {(time.time() - started) / 60:.1f} min; failed: {failures or 'none'}")
     return failures
+
+
+def dispatch(commands: Mapping[str, Callable[[Any], int]], action: str, args: Any) -> int:
+    """Run ``commands[action](args)``; a stop signal (``recipe.proc.Stopped``) becomes its exit code.
+
+    The testbed studies' CLIs share this: their runs keep no checkpoint, so a stopped run restarts.
+    """
+    try:
+        return commands[action](args)
+    except proc.Stopped as stop:
+        print(
+            f"[study] {stop}; the running runs were stopped (they restart from step 0 next time)",
+            file=sys.stderr,
+        )
+        return stop.exit_code

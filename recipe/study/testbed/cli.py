@@ -13,10 +13,8 @@ The workload is pinned in ``recipe/copo/config/testbed_cpu.yaml``; the testbed (
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-from recipe.proc import Stopped
 from recipe.study.methods import METHODS, parse_methods
 from recipe.study.testbed.build import TestbedSpec, ensure_testbed, locate_testbed
 from recipe.study.testbed.runs import REPO_ROOT, make_jobs, planned_steps, workload
@@ -171,11 +169,6 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "steps", None) is not None and args.steps < 1:
         raise SystemExit(f"study_cpu.py testbed: --steps must be >= 1, got {args.steps}")
     commands = {"build": cmd_build, "census": cmd_census, "run": cmd_run, "summarize": cmd_summarize}
-    try:
-        return commands[args.action](args)
-    except Stopped as stop:
-        print(
-            f"[study] {stop}; the running runs were stopped (they restart from step 0 next time)",
-            file=sys.stderr,
-        )
-        return stop.exit_code
+    from recipe.study.driver import dispatch
+
+    return dispatch(commands, args.action, args)

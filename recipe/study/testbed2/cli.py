@@ -20,12 +20,10 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from recipe.proc import Stopped
 from recipe.study.testbed.build import Testbed, ensure_testbed, locate_testbed
 from recipe.study.testbed.runs import REPO_ROOT
 from recipe.study.testbed2 import jobs as study_jobs
@@ -327,11 +325,6 @@ def main(argv: list[str] | None = None) -> int:
         "explore": cmd_explore,
         "summarize": cmd_summarize,
     }
-    try:
-        return commands[args.action](args)
-    except Stopped as stop:
-        print(
-            f"[study] {stop}; the running runs were stopped (they restart from step 0 next time)",
-            file=sys.stderr,
-        )
-        return stop.exit_code
+    from recipe.study.driver import dispatch
+
+    return dispatch(commands, args.action, args)

@@ -18,12 +18,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from recipe.proc import Stopped
 from recipe.study.testbed.build import Testbed, ensure_testbed, locate_testbed
 from recipe.study.testbed.runs import REPO_ROOT
 from recipe.study.testbed2 import jobs as study_jobs
@@ -283,11 +281,6 @@ def main(argv: list[str] | None = None) -> int:
         "real": cmd_real,
         "summarize": cmd_summarize,
     }
-    try:
-        return commands[args.action](args)
-    except Stopped as stop:
-        print(
-            f"[study] {stop}; the running runs were stopped (they restart from step 0 next time)",
-            file=sys.stderr,
-        )
-        return stop.exit_code
+    from recipe.study.driver import dispatch
+
+    return dispatch(commands, args.action, args)

@@ -221,3 +221,15 @@ def test_sigterm_stops_every_running_run(tmp_path: Path) -> None:
             os.kill(pid, 0)
     assert not (jobs[2].out).exists()  # the third run never started
     assert all(driver.job_state(j) == "todo" for j in jobs)  # all of them run next time
+
+
+def test_dispatch_runs_the_action_and_turns_a_stop_signal_into_its_exit_code(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    def stopped(_: object) -> int:
+        raise proc.Stopped(signal.SIGTERM)
+
+    commands = {"ok": lambda args: 7, "stop": stopped}
+    assert driver.dispatch(commands, "ok", None) == 7
+    assert driver.dispatch(commands, "stop", None) == 128 + signal.SIGTERM
+    assert "stopped by SIGTERM; the running runs were stopped" in capsys.readouterr().err

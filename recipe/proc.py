@@ -12,6 +12,14 @@ verl and Ray shut down cleanly), SIGTERM after a grace period when the first sig
 and SIGKILL for whatever is left. It returns only once the whole group is gone, not only its leader.
 This module is the project's one process stopper (Python launchers); ``scripts/stoppable.sh`` is the
 shell launchers'.
+
+A job started in the background (``cmd &`` in a script, ``nohup ... &``, several schedulers) inherits
+SIGINT and SIGQUIT as *ignored*, and Python keeps an inherited ignore instead of installing its
+KeyboardInterrupt handler, so such a run and everything it started would ignore a group Ctrl-C or
+``scancel`` SIGINT and stop only after a grace period, by SIGTERM. :func:`restore_default_signals`
+undoes that; the launchers call it first thing and :func:`start_group` calls it before each start, so
+a run stops the same way however it was launched (``scripts/default_signals.sh`` does it for the shell
+launchers). SIGHUP is left as it is: ``nohup`` ignores it on purpose.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -47,8 +56,31 @@ class Stopped(Exception):
         return 128 + self.signum
 
 
+def restore_default_signals() -> list[str]:
+    """Give this process back the default SIGINT and SIGQUIT where they were inherited as ignored.
+
+    SIGINT gets Python's KeyboardInterrupt handler, SIGQUIT its default action; a handler the
+    program installed is left alone, and so is SIGHUP. Children started afterwards inherit the
+    default dispositions (a handler becomes the default action across ``exec``). Only the main
+    thread may change handlers: elsewhere this does nothing. Returns the names it restored.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return []
+    restored = []
+    for signum, default in ((signal.SIGINT, signal.default_int_handler), (signal.SIGQUIT, signal.SIG_DFL)):
+        if signal.getsignal(signum) == signal.SIG_IGN:
+            signal.signal(signum, default)
+            restored.append(signal.Signals(signum).name)
+    return restored
+
+
 def start_group(cmd: Sequence[str], **popen_kwargs: Any) -> subprocess.Popen:
-    """``subprocess.Popen(cmd)`` as the leader of a new process group (and session)."""
+    """``subprocess.Popen(cmd)`` as the leader of a new process group (and session).
+
+    The child gets the default SIGINT/SIGQUIT even when this process inherited them as ignored
+    (:func:`restore_default_signals`), so a SIGINT to its group stops it.
+    """
+    restore_default_signals()
     return subprocess.Popen(list(cmd), start_new_session=True, **popen_kwargs)
 
 

@@ -15,6 +15,9 @@
 # The neighbours stop when the command ends, fails, or is stopped (SIGTERM / Ctrl-C reach the
 # command through scripts/stoppable.sh first). Exit status: the command's.
 set -euo pipefail
+# A background launch inherits SIGINT ignored, which bash cannot trap: restart with the defaults.
+# shellcheck source=scripts/default_signals.sh
+source "$(dirname "$0")/default_signals.sh"
 
 usage() { echo "usage: bash scripts/busy_machine.sh N COMMAND [ARGS...]   (N: busy neighbour processes, 0-64)"; }
 if [ $# -ge 1 ] && { [ "$1" = -h ] || [ "$1" = --help ]; }; then

@@ -30,7 +30,7 @@ from recipe.evaluation.backends import BACKENDS, SamplingConfig
 from recipe.evaluation.datasets import parse_k_overrides
 from recipe.evaluation.runner import EvalConfig, EvalStats, run_evaluation
 from recipe.evaluation.scoring import DEFAULT_REWARD
-from recipe.proc import Stopped, stop_signals_forwarded
+from recipe.proc import Stopped, restore_default_signals, stop_signals_forwarded
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -85,6 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> EvalStats:
+    restore_default_signals()  # a background launch inherits SIGINT ignored (recipe.proc)
     args = build_parser().parse_args(argv)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     try:

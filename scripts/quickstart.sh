@@ -13,6 +13,9 @@
 # SIGTERM (`kill`, `timeout`, Slurm, `docker stop`) or Ctrl-C stops the trainer, its local Ray
 # cluster and the rollout server; nothing is left running (scripts/stoppable.sh).
 set -euo pipefail
+# A background launch inherits SIGINT ignored, which bash cannot trap: restart with the defaults.
+# shellcheck source=scripts/default_signals.sh
+source "$(dirname "$0")/default_signals.sh"
 
 usage() {
   cat <<'EOF'

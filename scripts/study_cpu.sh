@@ -27,6 +27,9 @@
 #
 # SIGTERM or Ctrl-C stops the running step and every run it started (scripts/stoppable.sh).
 set -euo pipefail
+# A background launch inherits SIGINT ignored, which bash cannot trap: restart with the defaults.
+# shellcheck source=scripts/default_signals.sh
+source "$(dirname "$0")/default_signals.sh"
 
 if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
   awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"

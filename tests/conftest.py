@@ -11,6 +11,8 @@ os.environ.setdefault("WANDB_MODE", "disabled")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
+SIGNALS_HEADER = "started with SIGINT ignored: "
+
 
 @pytest.fixture(autouse=True)
 def _restore_environ() -> Iterator[None]:
@@ -24,6 +26,24 @@ def _restore_environ() -> Iterator[None]:
     yield
     os.environ.clear()
     os.environ.update(saved)
+
+
+_RESTORED_SIGNALS: list[str] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    from recipe.proc import restore_default_signals
+
+    # Launched from a background job, pytest inherits SIGINT (and SIGQUIT) as ignored, and so would
+    # every process a test starts: the stop tests would then see a group SIGINT ignored and wait out
+    # their grace periods. The suite runs the same however it was launched; test_proc pins the
+    # launchers' own handling of an inherited ignore.
+    _RESTORED_SIGNALS[:] = restore_default_signals()
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    """Says how the suite was launched (scripts/flake_check.sh reads it)."""
+    return f"{SIGNALS_HEADER}{bool(_RESTORED_SIGNALS)} (restored: {', '.join(_RESTORED_SIGNALS) or 'none'})"
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

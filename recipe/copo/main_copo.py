@@ -26,6 +26,7 @@ from recipe.copo.data_check import check_data
 from recipe.copo.driver_signals import stop_once
 from recipe.copo.failures import WorkerDiedError, worker_death_message
 from recipe.copo.throughput import resolve_attention
+from recipe.proc import restore_default_signals
 from recipe.tracking.wandb_ready import check_wandb_ready
 from recipe.verl_pin import check_verl_version
 
@@ -144,6 +145,7 @@ def _hydra_main(config: DictConfig) -> None:
 
 def main() -> None:
     """Entry point (``python -m recipe.copo.main_copo [--config-name X] [overrides] [--cfg job]``)."""
+    restore_default_signals()  # started in the background, SIGINT would be ignored by Ray's processes too
     # Kept out of copo_trainer.yaml: Hydra rejects hydra.searchpath in a config another one composes.
     sys.argv = [sys.argv[0], *with_verl_searchpath(sys.argv[1:])]
     _hydra_main()

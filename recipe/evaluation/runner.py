@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -25,6 +26,12 @@ from .scoring import DEFAULT_REWARD, load_reward_fn, score_responses
 from .store import ResultStore
 
 BackendFactory = Callable[..., Backend]
+
+# Fault-test hook: "N" holds pair N (numbered as the log numbers them) in the middle of its generation,
+# after the first progress update, until the process is killed, and says so on stderr first. A test
+# then kills at a point the evaluation has reached for certain, instead of after a guessed sleep.
+HOLD_PAIR_ENV = "COPO_TEST_HOLD_EVAL_PAIR"
+HOLD_MESSAGE = "[eval] test hook: holding pair {number} mid-generation"
 
 
 @dataclass
@@ -70,6 +77,20 @@ def _log(message: str) -> None:
     tqdm.write(message, file=sys.stderr)
 
 
+def _held(on_progress: Callable[[int], Any], number: int) -> Callable[[int], Any]:
+    """``on_progress``, or, for the pair :data:`HOLD_PAIR_ENV` names, one that holds after its first call."""
+    if os.environ.get(HOLD_PAIR_ENV) != str(number):
+        return on_progress
+
+    def hold(n: int) -> None:
+        on_progress(n)
+        _log(HOLD_MESSAGE.format(number=number))
+        while True:
+            time.sleep(60)
+
+    return hold
+
+
 def _evaluate_pair(
     backend: Backend,
     spec: ModelSpec,
@@ -80,12 +101,15 @@ def _evaluate_pair(
     cfg: EvalConfig,
     reward_fn,
     label: str,
+    number: int,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     k = params["k"]
     sampling = dataclasses.replace(cfg.sampling, seed=pair_seed(cfg.sampling.seed, dataset))
     start = time.time()
     with tqdm(total=len(problems) * k, desc=label, unit="sample", dynamic_ncols=True, file=sys.stderr) as bar:
-        completions = backend.generate([p.messages for p in problems], k, sampling, on_progress=bar.update)
+        completions = backend.generate(
+            [p.messages for p in problems], k, sampling, on_progress=_held(bar.update, number)
+        )
     responses = [[c.text for c in samples] for samples in completions]
     scores = score_responses(reward_fn, problems, responses)
     metrics = dataset_metrics(
@@ -190,7 +214,7 @@ def run_evaluation(
             for number, dataset, problems, params in todo:
                 label = f"[{number}/{n_pairs}] {spec.name} | {dataset}"
                 summary, samples = _evaluate_pair(
-                    backend, spec, model_path, dataset, problems, params, cfg, reward_fn, label
+                    backend, spec, model_path, dataset, problems, params, cfg, reward_fn, label, number
                 )
                 store.write_pair(summary, samples)
                 store.rebuild_summaries()

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from recipe.preflight.environment import Environment, probe
 from recipe.preflight.report import Row, actor_rows, environment_rows, failed, render
-from recipe.proc import Stopped, start_group, stop_signals_forwarded
+from recipe.proc import Stopped, restore_default_signals, start_group, stop_signals_forwarded
 
 DEFAULT_OUT = "outputs/gpu_check"
 
@@ -156,6 +156,7 @@ def trainer_stage(
 
 
 def main(argv: list[str] | None = None) -> int:
+    restore_default_signals()  # a background launch inherits SIGINT ignored (recipe.proc)
     args = parse(argv)
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)

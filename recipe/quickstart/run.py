@@ -284,6 +284,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[
 
 
 def main(argv: list[str] | None = None) -> int:
+    procs.restore_default_signals()  # a background launch inherits SIGINT ignored (recipe.proc)
     args, extra = parse_args(argv)
     try:
         return run(args, extra)

@@ -261,6 +261,7 @@ def dispatch(commands: Mapping[str, Callable[[Any], int]], action: str, args: An
 
     The testbed studies' CLIs share this: their runs keep no checkpoint, so a stopped run restarts.
     """
+    proc.restore_default_signals()  # a background launch inherits SIGINT ignored (recipe.proc)
     try:
         return commands[action](args)
     except proc.Stopped as stop:

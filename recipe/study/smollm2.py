@@ -272,6 +272,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    procs.restore_default_signals()  # a background launch inherits SIGINT ignored (recipe.proc)
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["testbed"]:  # the controlled study: recipe/study/testbed/cli.py
         from recipe.study.testbed.cli import main as testbed_main

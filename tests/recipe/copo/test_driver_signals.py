@@ -25,6 +25,7 @@ with stop_once():
 
     @ray.remote
     def busy():
+        print("RUNNING", flush=True)  # the task is on a worker: Ray forwards its output to the driver's
         time.sleep(600)
 
     print("READY", flush=True)
@@ -40,10 +41,9 @@ def test_two_stop_signals_to_the_group_end_the_driver_once(tmp_path: Path, signu
     proc, tag = start_tagged([sys.executable, "-c", DRIVER, str(temp)], env, log, REPO)
     try:
         deadline = time.monotonic() + 180
-        while "READY" not in log.read_text():
+        while "RUNNING" not in log.read_text():  # the task is running on a worker, for certain
             assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
             time.sleep(0.2)
-        time.sleep(2)  # the task is running on a worker
         os.killpg(proc.pid, signum)
         time.sleep(0.2)
         os.killpg(proc.pid, signum)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from recipe.evaluation.runner import HOLD_MESSAGE, HOLD_PAIR_ENV
 from tests.paths import REPO
 from tests.tiny_model import build_tiny_qwen2
 
@@ -134,10 +135,14 @@ def test_sigterm_during_hf_generation_exits_cleanly_and_keeps_finished_pairs(
     long = write_dataset(tmp_path / "long.parquet", "long_ds", "long", 64)
     out = tmp_path / "out"
     args = ["--model", str(tiny_model), "--data", str(fast), str(long), "--out", str(out), "--backend", "hf"]
-    proc = evaluate([*args, "--k", "8", "--max-tokens", "64", "--batch-size", "4"], tmp_path / "run.log")
+    # The long pair (the second) is held after its first batch (a test hook): the SIGTERM lands
+    # mid-generation for certain, however fast the machine generates.
+    log = tmp_path / "run.log"
+    hold = {HOLD_PAIR_ENV: "2"}
+    proc = evaluate([*args, "--k", "8", "--max-tokens", "64", "--batch-size", "4"], log, **hold)
     try:
-        wait_for(lambda: list(out.glob("pairs/*/fast_ds-*.summary.json")), 180, proc, "the first pair")
-        time.sleep(1)
+        wait_for(lambda: HOLD_MESSAGE.format(number=2) in log.read_text(), 180, proc, "the long pair's first batch")
+        assert list(out.glob("pairs/*/fast_ds-*.summary.json")), log.read_text()[-3000:]
         started = descendants(proc.pid)
         proc.send_signal(signal.SIGTERM)
         rc = proc.wait(timeout=90)

@@ -102,21 +102,22 @@ def test_finished_run_folder_starts_fresh_and_interrupted_one_resumes(tmp_path: 
     assert json.loads((out / "summary.json").read_text())["steps"] == 1
 
 
-# The launcher with a stand-in trainer: it ignores SIGINT (so a stop takes the grace period and
-# then SIGTERM), starts a child of its own and reports both pids.
+# The launcher with a stand-in trainer: it ignores SIGINT, noting its arrival in <pids>.sigint (so a
+# stop takes the grace period and then SIGTERM), starts a child of its own and reports both pids.
 LAUNCHER = textwrap.dedent(
     """
     import sys
     from recipe.quickstart import run as qs
 
     tree = (
-        "import os, signal, subprocess, sys, time; signal.signal(signal.SIGINT, signal.SIG_IGN);"
+        "import os, signal, subprocess, sys, time;"
+        "signal.signal(signal.SIGINT, lambda *a: open(sys.argv[1] + '.sigint', 'w').close());"
         "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)']);"
         "open(sys.argv[1], 'w').write(str(os.getpid()) + ' ' + str(p.pid)); time.sleep(600)"
     )
     qs.trainer_command = lambda args, extra: [sys.executable, "-c", tree, sys.argv[1]]
     qs.machine_speed = lambda model: 1.0
-    qs.STOP_GRACE_S = 3.0
+    qs.STOP_GRACE_S = 10.0
     sys.exit(qs.main(["--model", sys.argv[2], "--data", sys.argv[2], "--out", sys.argv[2] + "/run"]))
     """
 )
@@ -148,7 +149,11 @@ def test_a_stopped_quickstart_stops_its_trainer_even_when_signalled_twice(tmp_pa
     trainer, child = map(int, pids.read_text().split())
     assert _alive(trainer) and _alive(child)
     os.killpg(launcher.pid, signal.SIGTERM)
-    time.sleep(1.0)  # the trainer ignores the SIGINT it got first: the stop is in its grace period
+    marker = Path(f"{pids}.sigint")  # the trainer got (and ignored) its SIGINT: the 10-s grace has begun
+    deadline = time.monotonic() + 60
+    while not marker.exists():
+        assert time.monotonic() < deadline, "the trainer never got the launcher's SIGINT"
+        time.sleep(0.05)
     assert launcher.poll() is None
     os.killpg(launcher.pid, signal.SIGTERM)
     out, err = launcher.communicate(timeout=60)

@@ -40,8 +40,9 @@ FLAKE_SET = [
     "tests/recipe/evaluation/test_stop.py",
     "tests/faults/test_eval_faults.py",
     "tests/scripts/test_busy_machine.py",
-    "tests/scripts/test_static_cluster.py",
-    "tests/scripts/test_cluster_auth.py",
+    "tests/scripts/test_static_cluster.py::test_a_stop_signal_stops_the_submitted_job",
+    "tests/scripts/test_static_cluster.py::test_head_submit_stop_round_trip",
+    "tests/scripts/test_static_cluster.py::test_blocking_head_stops_with_its_owner",
     "tests/scripts/test_static_shell.py::test_default_signals_gives_a_background_launch_the_default_sigint",
     "tests/recipe/study/test_driver.py",
 ]

@@ -43,7 +43,8 @@ BLEND_MODES: tuple[str, ...] = (
     "local_only",
 )
 ENTROPY_SOURCES: tuple[str, ...] = ("answer", "reward")
-LOCAL_ESTIMATORS: tuple[str, ...] = ("grpo", "gcpo")
+# COPO's local term (SPEC section 1); each name's maths is its row in copo_core.advantages.LOCAL_ADVANTAGES.
+LOCAL_ESTIMATORS: tuple[str, ...] = ("grpo", "drgrpo", "rloo", "gcpo")
 # Exact Shapley values cost about G * 2^G floats per group; beyond G = 20 only Monte Carlo is usable.
 MAX_EXACT_G = 20
 

@@ -71,7 +71,7 @@ def test_copo_core_function_defaults_are_the_sections(fn, section) -> None:
             "algorithm.copo.entropy_source must be one of answer, reward",
         ),
         (CopoConfig, {"entropy_penalty": 1}, "algorithm.copo.entropy_penalty must be true or false"),
-        (CopoConfig, {"local_estimator": "ppo"}, "algorithm.copo.local_estimator must be one of grpo, gcpo"),
+        (CopoConfig, {"local_estimator": "ppo"}, "algorithm.copo.local_estimator must be one of grpo, drgrpo, rloo, gcpo"),
         (GcpoConfig, {"alpha": 0.0}, "algorithm.gcpo.alpha must be a finite number > 0"),
         (GcpoConfig, {"beta": math.nan}, "algorithm.gcpo.beta must be a finite number"),
         (

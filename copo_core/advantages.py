@@ -252,6 +252,7 @@ def compute_copo_advantages(
     norm_adv_by_std: bool = True,
     eps: float = 1e-6,
     local_estimator: str = CopoConfig.local_estimator,
+    wrong_answer_global: str = CopoConfig.wrong_answer_global,
 ) -> CopoAdvantages:
     """Compute COPO's local and global advantages and the per-response blend weight.
 
@@ -269,6 +270,9 @@ def compute_copo_advantages(
             ``grpo`` (as verl's grpo with ``norm_adv_by_std``), ``drgrpo`` (grpo without the std division,
             whatever ``norm_adv_by_std``), ``rloo`` (as verl's rloo); ``gcpo`` computes GRPO's here (the
             recipe's step replaces the local term with GCPO's advantage).
+        wrong_answer_global: ``keep`` (the paper) or ``nonpositive``, this project's variant (not the
+            paper's, SPEC section 4a): a response with reward 0 gets ``min(A^G, 0)`` as its global
+            advantage, so a wrong answer is never pushed up. Refused with ``local_only``.
 
     Returns:
         ``CopoAdvantages`` with (N,) float32 fields on ``scores``' device, plus the (N,)
@@ -293,6 +297,7 @@ def compute_copo_advantages(
         entropy_source=entropy_source,
         entropy_penalty=entropy_penalty,
         local_estimator=local_estimator,
+        wrong_answer_global=wrong_answer_global,
     )
     _check_eps(eps)
     n = scores.numel()
@@ -329,6 +334,10 @@ def compute_copo_advantages(
     global_adv, entropy, prompt_reward = (
         t.to(torch.float32) for t in (global_adv_g[gidx], entropy, prompt_reward_g[gidx])
     )
+    if (
+        copo.wrong_answer_global == "nonpositive"
+    ):  # this project's variant (SPEC 4a): never push a wrong answer up
+        global_adv = torch.where(scores == 0, global_adv.clamp_max(0.0), global_adv)
     return CopoAdvantages(
         local_adv=local_adv,
         global_adv=global_adv,

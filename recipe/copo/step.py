@@ -244,6 +244,7 @@ def advantage_step(batch: StepBatch, settings: StepSettings, global_step: int = 
             entropy_penalty=copo.entropy_penalty,
             norm_adv_by_std=settings.norm_adv_by_std,
             local_estimator=copo.local_estimator,
+            wrong_answer_global=copo.wrong_answer_global,
         )
         if gcpo_adv is not None:  # local_estimator=gcpo: GCPO's advantage is the local term
             adv = dataclasses.replace(adv, local_adv=gcpo_adv.to(adv.local_adv.device, torch.float32))

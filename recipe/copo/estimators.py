@@ -4,8 +4,8 @@ Two tables, one row per name:
 
 * :data:`ESTIMATORS`, the values of ``algorithm.adv_estimator``: its policy loss (``loss_mode``), its config
   section, the driver-side step that computes it, its metric names and what that step reads from the batch.
-* :data:`LOCAL_ESTIMATORS`, the values of ``algorithm.copo.local_estimator`` (COPO's local term): the
-  ``copo_core`` maths (``copo_core.LOCAL_ADVANTAGES``) and what it reads from the batch.
+* :data:`LOCAL_ESTIMATORS`, the values of ``algorithm.copo.local_estimator`` (COPO's local term, whose
+  maths is ``copo_core.LOCAL_ADVANTAGES``): what its step reads from the batch beyond the rewards.
 
 The step (``step.py``), the start-up checks (``config_check.py``), verl's registry (``registry.py``), the
 trainer, the fast study trainer's settings and the study's methods read these rows; none of them spells
@@ -102,14 +102,12 @@ class LocalEstimator:
     """One value of ``algorithm.copo.local_estimator`` (COPO's local term; maths: ``copo_core.LOCAL_ADVANTAGES``).
 
     Attributes:
-        name: the value. verl_counterpart: the verl estimator whose local advantage it reproduces
-            (``compute_<name>_outcome_advantage``; tests/copo_core/test_verl_parity.py), or None.
+        name: the value.
         gcpo_advantage: the step replaces the local term with GCPO's advantage (needs ``texts``).
         metric_names: the names it adds to COPO's.
     """
 
     name: str
-    verl_counterpart: str | None
     gcpo_advantage: bool = False
     metric_names: tuple[str, ...] = ()
 
@@ -140,19 +138,13 @@ GCPO = Estimator(
 )
 ESTIMATORS: dict[str, Estimator] = {row.name: row for row in (GRPO, COPO, GCPO)}
 
+# A local term that reads only the rewards (grpo, drgrpo, rloo) needs no row of its own here: copo_core's
+# LOCAL_ADVANTAGES computes it. A row is written only where the step must do more (gcpo: texts, embeddings).
+_LOCAL_ROWS = (LocalEstimator(name="gcpo", gcpo_advantage=True, metric_names=names.GCPO_KEYS),)
 LOCAL_ESTIMATORS: dict[str, LocalEstimator] = {
-    row.name: row
-    for row in (
-        LocalEstimator(name="grpo", verl_counterpart="grpo"),
-        LocalEstimator(name="drgrpo", verl_counterpart="grpo"),  # norm_adv_by_std_in_grpo=false
-        LocalEstimator(name="rloo", verl_counterpart="rloo"),
-        LocalEstimator(name="gcpo", verl_counterpart=None, gcpo_advantage=True, metric_names=names.GCPO_KEYS),
-    )
+    name: next((row for row in _LOCAL_ROWS if row.name == name), LocalEstimator(name=name))
+    for name in LOCAL_ESTIMATOR_NAMES
 }
-if tuple(LOCAL_ESTIMATORS) != LOCAL_ESTIMATOR_NAMES:
-    raise AssertionError(
-        f"LOCAL_ESTIMATORS must list copo_core.config.LOCAL_ESTIMATORS: {LOCAL_ESTIMATOR_NAMES}"
-    )
 
 # The names the recipe's own step computes (verl's registry gets a stub for each: registry.py).
 RECIPE_ESTIMATORS: tuple[str, ...] = tuple(name for name, row in ESTIMATORS.items() if row.recipe_step)

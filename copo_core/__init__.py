@@ -10,8 +10,22 @@ Public API (SPEC section 6):
     CopoConfig, GcpoConfig: the algorithm.copo / algorithm.gcpo sections (defaults + checks)
 """
 
-from copo_core.advantages import CopoAdvantages, compute_copo_advantages, group_normalized_advantage
-from copo_core.config import BLEND_MODES, ENTROPY_SOURCES, ConfigError, CopoConfig, GcpoConfig
+from copo_core.advantages import (
+    LOCAL_ADVANTAGES,
+    CopoAdvantages,
+    compute_copo_advantages,
+    group_normalized_advantage,
+    rloo_advantage,
+)
+from copo_core.config import (
+    BLEND_MODES,
+    ENTROPY_SOURCES,
+    LOCAL_ESTIMATORS,
+    WRONG_ANSWER_GLOBAL,
+    ConfigError,
+    CopoConfig,
+    GcpoConfig,
+)
 from copo_core.gcpo import (
     compute_gcpo_advantages,
     gcpo_advantages_from_shares,
@@ -25,7 +39,10 @@ from copo_core.metrics import copo_batch_metrics, signal_budget_metrics
 __all__ = [
     "BLEND_MODES",
     "ENTROPY_SOURCES",
+    "LOCAL_ADVANTAGES",
+    "LOCAL_ESTIMATORS",
     "LOSS_AGG_MODES",
+    "WRONG_ANSWER_GLOBAL",
     "ConfigError",
     "CopoAdvantages",
     "CopoConfig",
@@ -40,5 +57,6 @@ __all__ = [
     "gcpo_shapley",
     "group_inverse",
     "group_normalized_advantage",
+    "rloo_advantage",
     "signal_budget_metrics",
 ]

@@ -7,21 +7,23 @@ handful of O(N) tensor ops plus one dict pass over prompt ids and one over answe
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from copo_core.config import BLEND_MODES, ENTROPY_SOURCES, CopoConfig
+from copo_core.config import BLEND_MODES, ENTROPY_SOURCES, LOCAL_ESTIMATORS, CopoConfig
 from copo_core.grouping import factorize_hashables, group_inverse, group_reduce
 
 __all__ = [
     "BLEND_MODES",
     "ENTROPY_SOURCES",
+    "LOCAL_ADVANTAGES",
     "CopoAdvantages",
     "compute_copo_advantages",
     "group_normalized_advantage",
+    "rloo_advantage",
 ]
 
 
@@ -131,6 +133,53 @@ def group_normalized_advantage(
     return torch.where(constant[gidx], torch.zeros_like(adv), adv)
 
 
+@torch.no_grad()
+def rloo_advantage(scores: torch.Tensor, group_index: torch.Tensor, num_groups: int) -> torch.Tensor:
+    """RLOO advantage inside each group: ``r_i - mean of the group's other rewards``, in float32.
+
+    Written as verl's ``compute_rloo_outcome_advantage`` writes it (``r * G / (G - 1) - mean * G / (G - 1)``,
+    float32, left to right), so values match it bit for bit; a group of size 1 keeps its reward (verl's
+    loop estimator). A group whose values are all equal gets exactly 0 (the two terms are the same number).
+
+    Args:
+        scores: (N,) values. group_index: (N,) int64 in ``[0, num_groups)``.
+
+    Returns:
+        (N,) float32 advantages.
+    """
+    scores = scores.to(torch.float32)
+    count = group_reduce(torch.ones_like(scores), group_index, num_groups, "sum")
+    mean = group_reduce(scores, group_index, num_groups, "sum") / count.clamp_min(1.0)
+    size, mean = count[group_index], mean[group_index]
+    others = size - 1.0
+    adv = scores * size / others - mean * size / others
+    return torch.where(size > 1.0, adv, scores)
+
+
+# A local estimator's maths: (scores, group_index, num_groups, norm_adv_by_std, eps) -> (N,) float32.
+LocalAdvantage = Callable[[torch.Tensor, torch.Tensor, int, bool, float], torch.Tensor]
+
+
+def _grpo(scores: torch.Tensor, gidx: torch.Tensor, p: int, norm: bool, eps: float) -> torch.Tensor:
+    return group_normalized_advantage(scores, gidx, p, norm_adv_by_std=norm, eps=eps)
+
+
+def _drgrpo(scores: torch.Tensor, gidx: torch.Tensor, p: int, norm: bool, eps: float) -> torch.Tensor:
+    return group_normalized_advantage(scores, gidx, p, norm_adv_by_std=False, eps=eps)
+
+
+def _rloo(scores: torch.Tensor, gidx: torch.Tensor, p: int, norm: bool, eps: float) -> torch.Tensor:
+    return rloo_advantage(scores, gidx, p)
+
+
+# ``algorithm.copo.local_estimator`` -> the local term's maths (SPEC section 1). ``gcpo``'s local term needs
+# response embeddings: here it is GRPO's (which the forced blend modes' 1[A^L != 0] reads); the recipe's step
+# replaces the local term with GCPO's advantage (recipe/copo/estimators.py).
+LOCAL_ADVANTAGES: dict[str, LocalAdvantage] = {"grpo": _grpo, "drgrpo": _drgrpo, "rloo": _rloo, "gcpo": _grpo}
+if tuple(LOCAL_ADVANTAGES) != LOCAL_ESTIMATORS:
+    raise AssertionError("copo_core.config.LOCAL_ESTIMATORS and LOCAL_ADVANTAGES must list the same names")
+
+
 def _class_ids(
     scores: torch.Tensor,
     answers: Sequence[str | None] | np.ndarray | None,
@@ -202,6 +251,8 @@ def compute_copo_advantages(
     entropy_penalty: bool = CopoConfig.entropy_penalty,
     norm_adv_by_std: bool = True,
     eps: float = 1e-6,
+    local_estimator: str = CopoConfig.local_estimator,
+    wrong_answer_global: str = CopoConfig.wrong_answer_global,
 ) -> CopoAdvantages:
     """Compute COPO's local and global advantages and the per-response blend weight.
 
@@ -215,6 +266,13 @@ def compute_copo_advantages(
         entropy_penalty: scale prompt rewards by ``1 - lambda_j * H_j`` (SPEC section 3).
         norm_adv_by_std: divide by ``std + eps`` (GRPO) or only centre (Dr.GRPO).
         eps: added to the standard deviations.
+        local_estimator: the local term's maths, one of ``LOCAL_ESTIMATORS`` (``LOCAL_ADVANTAGES``):
+            ``grpo`` (as verl's grpo with ``norm_adv_by_std``), ``drgrpo`` (grpo without the std division,
+            whatever ``norm_adv_by_std``), ``rloo`` (as verl's rloo); ``gcpo`` computes GRPO's here (the
+            recipe's step replaces the local term with GCPO's advantage).
+        wrong_answer_global: ``keep`` (the paper) or ``nonpositive``, this project's variant (not the
+            paper's, SPEC section 4a): a response with reward 0 gets ``min(A^G, 0)`` as its global
+            advantage, so a wrong answer is never pushed up. Refused with ``local_only``.
 
     Returns:
         ``CopoAdvantages`` with (N,) float32 fields on ``scores``' device, plus the (N,)
@@ -233,7 +291,13 @@ def compute_copo_advantages(
     scores = _validate_scores(scores)
     # The config section's checks and messages (a bad argument raises ConfigError, a ValueError).
     copo = CopoConfig(
-        k=k, b=b, blend_mode=blend_mode, entropy_source=entropy_source, entropy_penalty=entropy_penalty
+        k=k,
+        b=b,
+        blend_mode=blend_mode,
+        entropy_source=entropy_source,
+        entropy_penalty=entropy_penalty,
+        local_estimator=local_estimator,
+        wrong_answer_global=wrong_answer_global,
     )
     _check_eps(eps)
     n = scores.numel()
@@ -243,7 +307,7 @@ def compute_copo_advantages(
         raise ValueError(f"`answers` has length {len(answers)} but `scores` has {n}: one answer per response")
 
     gidx, n_groups = group_inverse(index, device=scores.device)
-    local_adv = group_normalized_advantage(scores, gidx, n_groups, norm_adv_by_std=norm_adv_by_std, eps=eps)
+    local_adv = LOCAL_ADVANTAGES[copo.local_estimator](scores, gidx, n_groups, norm_adv_by_std, eps)
 
     # Per-prompt statistics in float64 (P values, cheap): the global advantage subtracts
     # nearly equal prompt rewards, and float32 would make it depend on the prompt order.
@@ -270,6 +334,10 @@ def compute_copo_advantages(
     global_adv, entropy, prompt_reward = (
         t.to(torch.float32) for t in (global_adv_g[gidx], entropy, prompt_reward_g[gidx])
     )
+    if (
+        copo.wrong_answer_global == "nonpositive"
+    ):  # this project's variant (SPEC 4a): never push a wrong answer up
+        global_adv = torch.where(scores == 0, global_adv.clamp_max(0.0), global_adv)
     return CopoAdvantages(
         local_adv=local_adv,
         global_adv=global_adv,

@@ -27,6 +27,7 @@ __all__ = [
     "ENTROPY_SOURCES",
     "LOCAL_ESTIMATORS",
     "MAX_EXACT_G",
+    "WRONG_ANSWER_GLOBAL",
     "ConfigError",
     "CopoConfig",
     "GcpoConfig",
@@ -43,7 +44,11 @@ BLEND_MODES: tuple[str, ...] = (
     "local_only",
 )
 ENTROPY_SOURCES: tuple[str, ...] = ("answer", "reward")
-LOCAL_ESTIMATORS: tuple[str, ...] = ("grpo", "gcpo")
+# COPO's local term (SPEC section 1); each name's maths is its row in copo_core.advantages.LOCAL_ADVANTAGES.
+LOCAL_ESTIMATORS: tuple[str, ...] = ("grpo", "drgrpo", "rloo", "gcpo")
+# A wrong answer's global advantage (SPEC section 4a): `keep` (the paper) or `nonpositive` (this project's
+# variant, not the paper's: min(A^G, 0) for a response with reward 0).
+WRONG_ANSWER_GLOBAL: tuple[str, ...] = ("keep", "nonpositive")
 # Exact Shapley values cost about G * 2^G floats per group; beyond G = 20 only Monte Carlo is usable.
 MAX_EXACT_G = 20
 
@@ -131,6 +136,17 @@ class CopoConfig(_ConfigSection):
     entropy_source: str = _key("answer", *_one_of(ENTROPY_SOURCES))
     entropy_penalty: bool = _key(False, "true or false")
     local_estimator: str = _key("grpo", *_one_of(LOCAL_ESTIMATORS))
+    wrong_answer_global: str = _key("keep", *_one_of(WRONG_ANSWER_GLOBAL))
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.wrong_answer_global != "keep" and self.blend_mode == "local_only":
+            key = f"{self.SECTION}.wrong_answer_global"
+            raise ConfigError(
+                f"{key}={self.wrong_answer_global} (this project's variant: a wrong answer's global advantage "
+                f"capped at 0) means nothing with {self.SECTION}.blend_mode=local_only, which gives the global "
+                f"term no weight. Fix: set {key}=keep, or a blend mode with a global term (e.g. soft_with_zero)."
+            )
 
 
 @dataclasses.dataclass(frozen=True)

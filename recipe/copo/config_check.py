@@ -19,6 +19,16 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from copo_core.config import ConfigError, CopoConfig, GcpoConfig
+from recipe.copo.estimators import (
+    COPO,
+    ESTIMATOR_KEY,
+    ESTIMATORS,
+    GRPO,
+    LOSS_KEY,
+    RECIPE_LOSS_MODES,
+    estimator,
+    for_loss_mode,
+)
 from recipe.copo.throughput import check_throughput, resolve_attention
 
 CONFIG_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "config")
@@ -26,8 +36,17 @@ CONFIG_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "config")
 # verl's packaged configs (ppo_trainer.yaml and its groups) on Hydra's search path; given as an
 # override because Hydra rejects hydra.searchpath in a non-primary config (see copo_trainer.yaml).
 VERL_SEARCHPATH_OVERRIDE = "hydra.searchpath=[pkg://verl.trainer.config]"
-ESTIMATOR_KEY = "algorithm.adv_estimator"
-LOSS_KEY = "actor_rollout_ref.actor.policy_loss.loss_mode"
+__all__ = [
+    "CONFIG_DIR",
+    "ESTIMATOR_KEY",
+    "LOSS_KEY",
+    "compose",
+    "compose_and_validate",
+    "convert_verl_sections",
+    "sections",
+    "validate_copo_config",
+    "with_verl_searchpath",
+]
 
 
 def with_verl_searchpath(overrides: Sequence[str]) -> list[str]:
@@ -55,40 +74,45 @@ def validate_copo_config(config: DictConfig) -> None:
     ``algorithm.gcpo`` keys and values, the v1 trainer, options COPO's loss does not support, and the
     throughput settings (``recipe.copo.throughput.check_throughput``).
     """
-    estimator = str(config.algorithm.adv_estimator)
+    row = estimator(config.algorithm.adv_estimator)
+    name = row.name
     loss_mode = str(config.actor_rollout_ref.actor.policy_loss.get("loss_mode", "vanilla"))
-    if (estimator == "copo") != (loss_mode == "copo"):
+    # A recipe estimator needs its loss, and a recipe loss its estimator's fields (estimators.py).
+    if row.recipe_step and row.loss_mode != loss_mode:
         raise ConfigError(
-            f"COPO needs both {ESTIMATOR_KEY}=copo and {LOSS_KEY}=copo; got {ESTIMATOR_KEY}={estimator} and "
-            f"{LOSS_KEY}={loss_mode}. Set both to copo, or neither (e.g. grpo + vanilla)."
-        )
-    if estimator == "gcpo" and loss_mode != "vanilla":
-        raise ConfigError(
-            f"{ESTIMATOR_KEY}=gcpo uses verl's vanilla loss, got {LOSS_KEY}={loss_mode}. For COPO with GCPO's "
-            f"local term use {ESTIMATOR_KEY}=copo {LOSS_KEY}=copo algorithm.copo.local_estimator=gcpo."
+            f"{ESTIMATOR_KEY}={name} needs {LOSS_KEY}={row.loss_mode}, got {LOSS_KEY}={loss_mode}. "
+            f"Set both ({' '.join(row.overrides())}); for COPO's blend over another local estimator use "
+            f"{' '.join(COPO.overrides())} algorithm.copo.local_estimator=<name>."
         )
 
+    if loss_mode in RECIPE_LOSS_MODES and row.loss_mode != loss_mode:
+        pairs = " or ".join(f"{ESTIMATOR_KEY}={r.name}" for r in for_loss_mode(loss_mode))
+        raise ConfigError(
+            f"{LOSS_KEY}={loss_mode} needs {pairs}; got {ESTIMATOR_KEY}={name} and {LOSS_KEY}={loss_mode}. "
+            f"Set both (e.g. {' '.join(for_loss_mode(loss_mode)[0].overrides())}), or neither "
+            f"(e.g. {' '.join(GRPO.overrides())})."
+        )
     sections(config)
 
-    if estimator in ("copo", "gcpo"):
+    if row.recipe_step:
         n = config.actor_rollout_ref.rollout.n
         if not isinstance(n, int) or n < 2:
             raise ConfigError(
-                f"actor_rollout_ref.rollout.n must be >= 2 for {ESTIMATOR_KEY}={estimator} (COPO/GCPO compare "
+                f"actor_rollout_ref.rollout.n must be >= 2 for {ESTIMATOR_KEY}={name} (COPO/GCPO compare "
                 f"responses inside a group), got {n!r}"
             )
         if not config.trainer.get("use_v1", True):
             raise ConfigError(
-                f"{ESTIMATOR_KEY}={estimator} runs on verl's v1 trainer only; set trainer.use_v1=true "
+                f"{ESTIMATOR_KEY}={name} runs on verl's v1 trainer only; set trainer.use_v1=true "
                 "(the legacy RayPPOTrainer is deprecated in verl 0.9.1)"
             )
         if config.algorithm.get("use_kl_in_reward", False):
             raise ConfigError(
-                f"algorithm.use_kl_in_reward=true is not supported with {ESTIMATOR_KEY}={estimator} (the outcome "
+                f"algorithm.use_kl_in_reward=true is not supported with {ESTIMATOR_KEY}={name} (the outcome "
                 "reward must stay the verifier's score); use actor_rollout_ref.actor.use_kl_loss=true instead"
             )
         if config.algorithm.get("use_pf_ppo", False):
-            raise ConfigError(f"algorithm.use_pf_ppo=true is not supported with {ESTIMATOR_KEY}={estimator}")
+            raise ConfigError(f"algorithm.use_pf_ppo=true is not supported with {ESTIMATOR_KEY}={name}")
         # verl computes importance weights / rejection masks in its own advantage step, which the COPO/GCPO
         # step replaces; ignoring them silently would train a different objective than the config says.
         rollout_corr = config.algorithm.get("rollout_correction") or {}
@@ -96,10 +120,10 @@ def validate_copo_config(config: DictConfig) -> None:
             if rollout_corr.get(key) is not None:
                 raise ConfigError(
                     f"algorithm.rollout_correction.{key}={rollout_corr.get(key)!r} is not supported with "
-                    f"{ESTIMATOR_KEY}={estimator} (the COPO/GCPO advantage step does not compute rollout "
+                    f"{ESTIMATOR_KEY}={name} (the COPO/GCPO advantage step does not compute rollout "
                     f"importance weights or rejection masks); set algorithm.rollout_correction.{key}=null"
                 )
-    if estimator == "copo":
+    if loss_mode in RECIPE_LOSS_MODES:
         rollout_corr = config.algorithm.get("rollout_correction") or {}
         if rollout_corr.get("bypass_mode", False) and rollout_corr.get("loss_type", "ppo_clip") != "ppo_clip":
             raise ConfigError(
@@ -167,7 +191,8 @@ def convert_verl_sections(config: DictConfig) -> dict[str, Any]:
     # verl reads `algorithm` as a DictConfig; build AlgoConfig from everything but the recipe's keys
     # so typos in verl's own algorithm keys still fail.
     algo = OmegaConf.to_container(config.algorithm, resolve=True)
-    for key in ("copo", "gcpo", "_target_"):
+    recipe_sections = [row.section.rsplit(".", 1)[-1] for row in ESTIMATORS.values() if row.section]
+    for key in (*recipe_sections, "_target_"):
         algo.pop(key, None)
     built["algorithm"] = omega_conf_to_dataclass(algo, dataclass_type=AlgoConfig)
     # (verl 0.9.1 never builds `reward` as one dataclass: its RewardManagerConfig target fails to

@@ -1,4 +1,4 @@
-"""``copo`` and ``gcpo`` in verl's registries, for verl's own ``main_ppo``: each fails, pointing to main_copo.
+"""The recipe's estimators and losses (``recipe/copo/estimators.py``: ``copo``, ``gcpo``) in verl's registries, for verl's own ``main_ppo``: each fails, pointing to main_copo.
 
 COPO needs the extracted answers (reward extra info), two advantages per response and a two-term
 clipped loss; GCPO needs response embeddings. A verl advantage estimator sees only rewards, mask and
@@ -19,6 +19,8 @@ from verl.trainer.ppo.core_algos import (
     register_policy_loss,
 )
 
+from recipe.copo.estimators import ESTIMATOR_KEY, LOSS_KEY, RECIPE_ESTIMATORS, RECIPE_LOSS_MODES
+
 MAIN_COPO_MESSAGE = (
     "{key}={name} runs only under the COPO trainer: launch `python -m recipe.copo.main_copo` (same Hydra "
     "overrides as verl.trainer.main_ppo). verl's {kind} cannot compute it exactly, so this recipe offers "
@@ -35,14 +37,13 @@ def _needs_main_copo(key: str, name: str, kind: str) -> Any:
 
 
 _ENTRIES = (
-    (ADV_ESTIMATOR_REGISTRY, register_adv_est, "algorithm.adv_estimator", "copo", "advantage estimators"),
-    (ADV_ESTIMATOR_REGISTRY, register_adv_est, "algorithm.adv_estimator", "gcpo", "advantage estimators"),
-    (
-        POLICY_LOSS_REGISTRY,
-        register_policy_loss,
-        "actor_rollout_ref.actor.policy_loss.loss_mode",
-        "copo",
-        "policy losses",
+    *(
+        (ADV_ESTIMATOR_REGISTRY, register_adv_est, ESTIMATOR_KEY, name, "advantage estimators")
+        for name in RECIPE_ESTIMATORS
+    ),
+    *(
+        (POLICY_LOSS_REGISTRY, register_policy_loss, LOSS_KEY, name, "policy losses")
+        for name in RECIPE_LOSS_MODES
     ),
 )
 

@@ -35,11 +35,11 @@ from copo_core import (
     signal_budget_metrics,
 )
 from recipe.copo.config_check import sections
+from recipe.copo.estimators import PREDS, RECIPE_ESTIMATORS, Estimator, estimator, local_estimator
 from recipe.copo.fields import GLOBAL_ADV, LOCAL_ADV, LOCAL_WEIGHT
 from recipe.tracking import names
 
 __all__ = [
-    "STEP_ESTIMATORS",
     "StepBatch",
     "StepResult",
     "StepSettings",
@@ -47,9 +47,6 @@ __all__ = [
     "answers_from_extra_info",
     "session_rows",
 ]
-
-# Estimators whose step this module computes; every other one is verl's.
-STEP_ESTIMATORS = ("copo", "gcpo")
 
 MISSING_PRED_MESSAGE = (
     "algorithm.copo.entropy_source=answer needs each response's extracted final answer, but the reward "
@@ -71,19 +68,28 @@ class StepSettings:
     norm_adv_by_std: bool = True  # verl's algorithm.norm_adv_by_std_in_grpo
 
     def __post_init__(self) -> None:
-        if self.estimator not in STEP_ESTIMATORS:
+        if not self.row.recipe_step:
             raise ValueError(
-                f"the COPO step handles algorithm.adv_estimator copo or gcpo, got {self.estimator!r}"
+                f"the COPO step handles algorithm.adv_estimator {' or '.join(RECIPE_ESTIMATORS)}, "
+                f"got {self.estimator!r}"
             )
+
+    @property
+    def row(self) -> Estimator:
+        """The estimator's row in ``recipe/copo/estimators.py``."""
+        return estimator(self.estimator)
 
     @property
     def needs_gcpo(self) -> bool:
         """GCPO's advantage is the step's estimator or COPO's local term."""
-        return self.estimator == "gcpo" or self.copo.local_estimator == "gcpo"
+        row = self.row
+        return row.gcpo_advantage or (
+            row.blends and local_estimator(self.copo.local_estimator).gcpo_advantage
+        )
 
     @property
     def needs_answers(self) -> bool:
-        return self.estimator == "copo" and self.copo.entropy_source == "answer"
+        return PREDS in self.row.batch_fields and self.copo.entropy_source == "answer"
 
     @classmethod
     def from_config(cls, config: Any) -> StepSettings:
@@ -218,7 +224,7 @@ def advantage_step(batch: StepBatch, settings: StepSettings, global_step: int = 
         )
         metrics.update(names.prefixed(names.GCPO_PREFIX, gcpo_metrics))
 
-    if settings.estimator == "gcpo":
+    if not settings.row.blends:  # GCPO's advantage alone
         per_session = {"advantages": gcpo_adv}
     else:
         copo = settings.copo
@@ -237,6 +243,8 @@ def advantage_step(batch: StepBatch, settings: StepSettings, global_step: int = 
             entropy_source=copo.entropy_source,
             entropy_penalty=copo.entropy_penalty,
             norm_adv_by_std=settings.norm_adv_by_std,
+            local_estimator=copo.local_estimator,
+            wrong_answer_global=copo.wrong_answer_global,
         )
         if gcpo_adv is not None:  # local_estimator=gcpo: GCPO's advantage is the local term
             adv = dataclasses.replace(adv, local_adv=gcpo_adv.to(adv.local_adv.device, torch.float32))

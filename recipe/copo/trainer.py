@@ -27,8 +27,8 @@ from verl.trainer.ppo.v1.trainer_base import PPOTrainer, get_trainer_cls
 from copo_core import signal_budget_metrics
 from recipe.copo.actor_loss import copo_ppo_loss
 from recipe.copo.checkpoint_guard import CheckpointGuard, is_complete, verl_save_overrides
+from recipe.copo.estimators import RECIPE_LOSS_MODES, estimator
 from recipe.copo.step import (
-    STEP_ESTIMATORS,
     StepBatch,
     StepSettings,
     advantage_step,
@@ -85,7 +85,7 @@ class CopoTrainerMixin:
     def _setup(self) -> None:
         super()._setup()  # type: ignore[misc]
         loss_mode = self.config.actor_rollout_ref.actor.policy_loss.get("loss_mode", "vanilla")
-        if loss_mode == "copo":
+        if loss_mode in RECIPE_LOSS_MODES:
             from verl.utils.config import omega_conf_to_dataclass
 
             actor_config = omega_conf_to_dataclass(self.config.actor_rollout_ref.actor)
@@ -185,7 +185,7 @@ class CopoTrainerMixin:
         return super()._update_actor(batch, metrics)  # type: ignore[misc]
 
     def _compute_advantage(self, batch: Any, metrics: dict) -> Any:
-        if str(self.config.algorithm.adv_estimator) in STEP_ESTIMATORS:
+        if estimator(self.config.algorithm.adv_estimator).recipe_step:
             return self._copo_step(batch, metrics)
         result = super()._compute_advantage(batch, metrics)  # type: ignore[misc]
         metrics.update(self._signal_from_store(batch))

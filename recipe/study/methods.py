@@ -5,9 +5,11 @@ Every study run shares the model, data, seeds and budget; only these overrides d
 
 from __future__ import annotations
 
-_COPO = ["algorithm.adv_estimator=copo", "actor_rollout_ref.actor.policy_loss.loss_mode=copo"]
+from recipe.copo.estimators import COPO, ESTIMATOR_KEY, GRPO
+
+_COPO = COPO.overrides()  # algorithm.adv_estimator and its loss (recipe/copo/estimators.py)
 _PAPER_7B = ["algorithm.copo.k=5", "algorithm.copo.b=1"]
-_GRPO = ["algorithm.adv_estimator=grpo", "actor_rollout_ref.actor.policy_loss.loss_mode=vanilla"]
+_GRPO = GRPO.overrides()
 
 BASELINE = "grpo"
 # Method name -> Hydra overrides.
@@ -26,6 +28,14 @@ METHODS: dict[str, list[str]] = {
         "algorithm.filter_groups.max_inflight_gen_batches=2",
     ],
 }
+
+
+def method_estimator(method: str) -> str:
+    """The ``algorithm.adv_estimator`` a method's overrides select (the last one wins, as in Hydra)."""
+    values = [o.split("=", 1)[1] for o in METHODS[method] if o.startswith(f"{ESTIMATOR_KEY}=")]
+    if not values:
+        raise ValueError(f"method {method!r} selects no {ESTIMATOR_KEY}")
+    return values[-1]
 
 
 def parse_methods(text: str) -> list[str]:

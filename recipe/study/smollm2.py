@@ -34,7 +34,7 @@ from typing import Any
 
 from recipe import proc as procs
 from recipe.quickstart import run as quickstart
-from recipe.study.methods import METHODS
+from recipe.study.methods import METHODS, method_estimator
 from recipe.study.smollm2_summary import run_name, summarize
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -74,7 +74,7 @@ def base_overrides(args: argparse.Namespace, name: str) -> list[str]:
 
 def run_command(args: argparse.Namespace, method: str, seed: int, out: Path) -> list[str]:
     """The quickstart command line of one run (``python -m recipe.quickstart.run ...``)."""
-    algo = "grpo" if method in ("grpo", "dapo_filter") else "copo"
+    algo = method_estimator(method)  # the quickstart's --algo: the method's algorithm.adv_estimator
     # Step-0 validation scores the initial model, which every method shares: with the same seed
     # it samples the same answers, so only the first method's runs measure it (one CPU
     # validation costs about as much as two training steps); summarize() copies it to the others.

@@ -68,8 +68,9 @@ def ref_copo_advantages(
     entropy_penalty: bool = False,
     norm_adv_by_std: bool = True,
     eps: float = 1e-6,
+    wrong_answer_global: str = "keep",
 ) -> dict[str, list[float]]:
-    """SPEC 1-4, one group at a time. Returns per-response lists keyed like CopoAdvantages."""
+    """SPEC 1-4 (and 4a: ``wrong_answer_global``), one group at a time. Returns per-response lists keyed like CopoAdvantages."""
     n = len(scores)
     groups = _groups(index)
     local = ref_local_advantage(scores, index, norm_adv_by_std, eps)
@@ -119,7 +120,9 @@ def ref_copo_advantages(
             "global_only": 0.0,
             "local_only": 1.0,
         }[blend_mode]
-        out["global_adv"][i] = global_of[gid]
+        wrong = scores[i] == 0
+        capped = wrong_answer_global == "nonpositive" and wrong
+        out["global_adv"][i] = min(global_of[gid], 0.0) if capped else global_of[gid]
         out["local_weight"][i] = weight
         out["entropy"][i] = h
         out["prompt_reward"][i] = reward_of[gid]

@@ -240,3 +240,65 @@ def test_bad_input_raises_value_error_naming_argument(kwargs: dict, argument: st
 def test_empty_batch_message_says_empty() -> None:
     with pytest.raises(ValueError, match="empty"):
         compute_copo_advantages(torch.tensor([]), [])
+
+
+# --- algorithm.copo.wrong_answer_global=nonpositive: this project's variant (SPEC section 4a), not the paper's ---
+@settings(max_examples=200, deadline=None)
+@given(
+    batch=batches(),
+    blend_mode=st.sampled_from([mode for mode in BLEND_MODES if mode != "local_only"]),
+    entropy_source=st.sampled_from(ENTROPY_SOURCES),
+    entropy_penalty=st.booleans(),
+    norm=st.booleans(),
+    with_answers=st.booleans(),
+)
+def test_wrong_answer_global_nonpositive_matches_loop_reference(
+    batch: Batch, blend_mode: str, entropy_source: str, entropy_penalty: bool, norm: bool, with_answers: bool
+) -> None:
+    answers = batch.answers if with_answers else None
+    kwargs = dict(
+        blend_mode=blend_mode,
+        entropy_source=entropy_source,
+        entropy_penalty=entropy_penalty,
+        norm_adv_by_std=norm,
+    )
+    ref = ref_copo_advantages(batch.scores, batch.index, answers, wrong_answer_global="nonpositive", **kwargs)
+    spread = _prompt_reward_spread(ref)
+    assume(spread > 1e-4 or (spread == 0.0 and not entropy_penalty))
+    scores = torch.tensor(batch.scores)
+    out = compute_copo_advantages(scores, batch.index, answers, wrong_answer_global="nonpositive", **kwargs)
+    _assert_matches_reference(out, ref)
+    # only wrong answers' global advantages change, and only downwards to 0; every other field is the paper's
+    paper = compute_copo_advantages(scores, batch.index, answers, **kwargs)
+    wrong = scores == 0
+    assert torch.all(out.global_adv[wrong] <= 0)
+    assert torch.equal(out.global_adv[wrong], paper.global_adv[wrong].clamp_max(0))
+    assert torch.equal(out.global_adv[~wrong], paper.global_adv[~wrong])
+    for name in ("local_adv", "local_weight", "entropy", "prompt_reward"):
+        assert torch.equal(getattr(out, name), getattr(paper, name)), name
+
+
+def test_wrong_answer_global_caps_the_easy_prompts_wrong_answer() -> None:
+    """The issue-37 case: a wrong answer of a mostly solved prompt takes a positive global advantage under
+    soft_with_zero (the paper); the variant gives it 0 and leaves the hard prompt's wrong answers negative."""
+    scores = torch.tensor([1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0])
+    index = ["easy"] * 4 + ["hard"] * 4
+    paper = compute_copo_advantages(scores, index, entropy_source="reward")
+    variant = compute_copo_advantages(
+        scores, index, entropy_source="reward", wrong_answer_global="nonpositive"
+    )
+    assert paper.global_adv[3] > 0 and paper.local_weight[3] == 0  # pushed up through the pure global loss
+    assert variant.global_adv[3] == 0
+    torch.testing.assert_close(variant.global_adv[4:7], paper.global_adv[4:7])
+    assert bool((variant.global_adv[4:7] < 0).all())
+
+
+def test_wrong_answer_global_is_refused_where_the_global_term_has_no_weight() -> None:
+    with pytest.raises(ValueError, match=r"algorithm\.copo\.wrong_answer_global=nonpositive .*local_only"):
+        compute_copo_advantages(
+            torch.tensor([1.0, 0.0]), [0, 0], blend_mode="local_only", wrong_answer_global="nonpositive"
+        )
+    with pytest.raises(
+        ValueError, match=r"algorithm\.copo\.wrong_answer_global must be one of keep, nonpositive"
+    ):
+        compute_copo_advantages(torch.tensor([1.0, 0.0]), [0, 0], wrong_answer_global="zero")

@@ -28,6 +28,7 @@ SPEC_COPO = {
     "entropy_source": "answer",
     "entropy_penalty": False,
     "local_estimator": "grpo",
+    "wrong_answer_global": "keep",  # the paper's behaviour; "nonpositive" is this project's variant
 }
 SPEC_GCPO = {"alpha": 1.0, "beta": 1.0, "exact_max_g": 10, "num_permutations": 64, "seed": 0}
 
@@ -71,7 +72,11 @@ def test_copo_core_function_defaults_are_the_sections(fn, section) -> None:
             "algorithm.copo.entropy_source must be one of answer, reward",
         ),
         (CopoConfig, {"entropy_penalty": 1}, "algorithm.copo.entropy_penalty must be true or false"),
-        (CopoConfig, {"local_estimator": "ppo"}, "algorithm.copo.local_estimator must be one of grpo, gcpo"),
+        (
+            CopoConfig,
+            {"local_estimator": "ppo"},
+            "algorithm.copo.local_estimator must be one of grpo, drgrpo, rloo, gcpo",
+        ),
         (GcpoConfig, {"alpha": 0.0}, "algorithm.gcpo.alpha must be a finite number > 0"),
         (GcpoConfig, {"beta": math.nan}, "algorithm.gcpo.beta must be a finite number"),
         (

@@ -239,3 +239,51 @@ def test_rollout_is_weights_like_verl(mode: str) -> None:
         rollout_is_weights=is_weights,
     )
     assert torch.equal(loss, v_loss)
+
+
+# --- algorithm.copo.local_estimator: each local term is verl's estimator of the same name, exactly ---------
+@settings(max_examples=100, deadline=None)
+@given(batch=batches())
+def test_local_estimator_drgrpo_equals_verl_grpo_without_std(batch: Batch) -> None:
+    """drgrpo is verl's grpo with norm_adv_by_std_in_grpo=false, whatever COPO's norm_adv_by_std says."""
+    token_rewards, mask, uids = _verl_inputs(batch)
+    vec, _ = core_algos.compute_grpo_vectorized_outcome_advantage(
+        token_rewards, mask, uids, norm_adv_by_std_in_grpo=False
+    )
+    loop, _ = core_algos.compute_grpo_outcome_advantage(
+        token_rewards, mask, uids, norm_adv_by_std_in_grpo=False
+    )
+    for norm in (True, False):
+        ours = compute_copo_advantages(
+            torch.tensor(batch.scores),
+            uids,
+            blend_mode="local_only",
+            norm_adv_by_std=norm,
+            local_estimator="drgrpo",
+        )
+        assert torch.equal(ours.local_adv, vec[:, 0])
+        assert torch.equal(ours.local_adv, loop[:, 0])  # grid rewards: the group means are exact
+        assert torch.equal(ours.blended, ours.local_adv)
+
+
+@settings(max_examples=100, deadline=None)
+@given(batch=batches(), norm=st.booleans())
+def test_local_estimator_rloo_equals_verl_rloo(batch: Batch, norm: bool) -> None:
+    """rloo is verl's compute_rloo_outcome_advantage bit for bit (a size-1 group keeps its reward, as there)."""
+    token_rewards, mask, uids = _verl_inputs(batch)
+    loop, _ = core_algos.compute_rloo_outcome_advantage(token_rewards, mask, uids)
+    ours = compute_copo_advantages(
+        torch.tensor(batch.scores),
+        uids,
+        blend_mode="local_only",
+        norm_adv_by_std=norm,
+        local_estimator="rloo",
+    )
+    assert torch.equal(ours.local_adv, loop[:, 0])
+    assert torch.equal(ours.local_weight, torch.ones_like(ours.local_weight))
+    assert torch.equal(ours.blended, ours.local_adv)
+    # verl's vectorised rloo gives a size-1 group 0 instead: equal wherever every group has >= 2 responses
+    vec, _ = core_algos.compute_rloo_vectorized_outcome_advantage(token_rewards, mask, uids)
+    sizes = {uid: list(uids).count(uid) for uid in set(uids)}
+    grouped = torch.tensor([sizes[uid] > 1 for uid in uids])
+    torch.testing.assert_close(ours.local_adv[grouped], vec[grouped, 0], rtol=1e-6, atol=1e-6)

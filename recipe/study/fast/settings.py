@@ -13,9 +13,11 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from recipe.copo.estimators import ESTIMATORS, Estimator, estimator
 from recipe.copo.step import StepSettings
 
-ESTIMATORS = {"grpo": "vanilla", "copo": "copo"}  # advantage estimator -> the policy loss it pairs with
+# The estimators the fast trainer runs: the rows of recipe/copo/estimators.py marked ``fast``.
+FAST_ESTIMATORS: tuple[str, ...] = tuple(name for name, row in ESTIMATORS.items() if row.fast)
 FILTER_METRICS = ("acc", "score")
 
 
@@ -82,8 +84,13 @@ class FastSettings:
     actor: Any = dataclasses.field(compare=False, repr=False)
 
     @property
+    def row(self) -> Estimator:
+        """The estimator's row (recipe/copo/estimators.py)."""
+        return estimator(self.estimator)
+
+    @property
     def loss_mode(self) -> str:
-        return ESTIMATORS[self.estimator]
+        return self.row.loss_mode
 
     @classmethod
     def from_config(cls, config: DictConfig) -> FastSettings:
@@ -96,15 +103,17 @@ class FastSettings:
 
         algorithm, data, trainer = config.algorithm, config.data, config.trainer
         rollout, actor_node = config.actor_rollout_ref.rollout, config.actor_rollout_ref.actor
-        estimator = str(algorithm.adv_estimator)
-        if estimator not in ESTIMATORS:
-            raise _refuse("algorithm.adv_estimator", estimator, f"the fast trainer runs {sorted(ESTIMATORS)}")
+        row = estimator(algorithm.adv_estimator)
+        if not row.fast:
+            raise _refuse(
+                "algorithm.adv_estimator", row.name, f"the fast trainer runs {sorted(FAST_ESTIMATORS)}"
+            )
         loss_mode = str(actor_node.policy_loss.get("loss_mode", "vanilla"))
-        if loss_mode != ESTIMATORS[estimator]:
+        if loss_mode != row.loss_mode:
             raise _refuse(
                 "actor_rollout_ref.actor.policy_loss.loss_mode",
                 loss_mode,
-                f"adv_estimator={estimator} pairs with loss_mode={ESTIMATORS[estimator]}",
+                f"adv_estimator={row.name} pairs with loss_mode={row.loss_mode}",
             )
         if int(actor_node.ppo_mini_batch_size) != int(data.train_batch_size):
             raise _refuse(
@@ -142,8 +151,8 @@ class FastSettings:
         val = rollout.val_kwargs
         actor = omega_conf_to_dataclass(actor_node)
         return cls(
-            estimator=estimator,
-            step=StepSettings.from_config(config) if estimator == "copo" else None,
+            estimator=row.name,
+            step=StepSettings.from_config(config) if row.recipe_step else None,
             norm_adv_by_std=bool(algorithm.get("norm_adv_by_std_in_grpo", True)),
             batch_size=int(data.train_batch_size),
             n=int(rollout.n),

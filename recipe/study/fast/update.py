@@ -108,7 +108,7 @@ def session_keys(uids: Sequence[str]) -> list[str]:
 
 def compute_advantages(batch: UpdateBatch, settings: FastSettings, global_step: int) -> dict[str, Any]:
     """``{"advantages": (N, L), [COPO fields (N, L)], "metrics": {...}}`` for the step batch."""
-    if settings.estimator == "grpo":
+    if not settings.row.recipe_step:  # verl's own step: GRPO
         from verl.trainer.ppo import core_algos
 
         advantages, _ = core_algos.compute_grpo_outcome_advantage(

@@ -172,3 +172,26 @@ def test_real_gcpo_advantage_inside_the_step(tokenizer, estimator):
     assert torch.allclose(token_values[:, 0], expected, atol=1e-6)
     assert torch.equal(token_values[~mask.bool()], torch.zeros_like(token_values[~mask.bool()]))
     assert {"gcpo/coverage_mean", "gcpo/frac_redundant_correct", "gcpo/embed_time_s"} <= set(result.metrics)
+
+
+def test_local_estimator_gcpo_local_only_is_the_gcpo_estimator(tokenizer):
+    """algorithm.copo.local_estimator=gcpo with blend_mode=local_only trains on GCPO's advantage: exactly the
+    adv_estimator=gcpo step's, and (to float32 rounding) copo_core's GCPO advantage on the same embeddings."""
+    responses, mask = encode(tokenizer, TEXTS)
+    step_batch = StepBatch(
+        scores=torch.tensor(SCORES),
+        uids=UIDS,
+        keys=[f"{uid}_{row}_0" for row, uid in enumerate(UIDS)],
+        is_padding=[False] * len(UIDS),
+        response_mask=mask,
+        texts=decode_responses(responses, mask, tokenizer),
+    )
+    copo = CopoConfig(local_estimator="gcpo", entropy_source="reward", blend_mode="local_only")
+    blended = advantage_step(step_batch, StepSettings(estimator="copo", copo=copo, gcpo=gcpo(beta=0.5)), 3)
+    alone = advantage_step(step_batch, StepSettings(estimator="gcpo", gcpo=gcpo(beta=0.5)), 3)
+    assert torch.equal(blended.fields["advantages"], alone.fields["advantages"])
+    assert torch.equal(blended.fields["copo_local_weight"], mask.to(torch.float32))
+    expected = compute_gcpo_advantages(
+        HashEmbedder(256).embed(TEXTS), torch.tensor(SCORES), UIDS, beta=0.5, seed=3
+    )
+    assert torch.allclose(blended.fields["advantages"][:, 0], expected, atol=1e-6)

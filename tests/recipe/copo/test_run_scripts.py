@@ -325,12 +325,16 @@ def test_group_size_one_fails() -> None:
         ("algorithm.copo.blend_mode=softer", "blend_mode"),
         ("algorithm.copo.entropy_source=answers", "entropy_source"),
         ("algorithm.copo.local_estimator=ppo", "local_estimator"),
+        ("algorithm.copo.wrong_answer_global=zero", r"algorithm\.copo\.wrong_answer_global must be one of"),
         ("algorithm.gcpo.exact_max_g=21", "exact_max_g"),  # above copo_core.config.MAX_EXACT_G
         ("algorithm.gcpo.exact_max_g=-1", "exact_max_g"),
         ("trainer.use_v1=false", "use_v1"),
         ("algorithm.use_kl_in_reward=true", "use_kl_in_reward"),
         ("algorithm.rollout_correction.rollout_is=token", r"rollout_correction\.rollout_is=.*not supported"),
-        ("algorithm.rollout_correction.rollout_rs=token_k1", r"rollout_correction\.rollout_rs=.*not supported"),
+        (
+            "algorithm.rollout_correction.rollout_rs=token_k1",
+            r"rollout_correction\.rollout_rs=.*not supported",
+        ),
         ("trainer.rollout_poll_interval_s=0", r"trainer\.rollout_poll_interval_s must be"),
         ("trainer.rollout_poll_interval_s=-0.5", r"trainer\.rollout_poll_interval_s must be"),
         ("trainer.rollout_poll_interval_s=fast", r"trainer\.rollout_poll_interval_s must be"),
@@ -340,6 +344,26 @@ def test_group_size_one_fails() -> None:
 def test_bad_values_fail(override: str, match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         compose_script("run_copo_qwen2.5_7b.sh", override)
+
+
+def test_wrong_answer_global_variant_is_refused_with_local_only() -> None:
+    with pytest.raises(ConfigError, match=r"algorithm\.copo\.wrong_answer_global=nonpositive"):
+        compose_script(
+            "run_copo_qwen2.5_7b.sh",
+            "algorithm.copo.wrong_answer_global=nonpositive",
+            "algorithm.copo.blend_mode=local_only",
+        )
+
+
+@pytest.mark.parametrize("local", ["drgrpo", "rloo", "gcpo"])
+def test_each_local_estimator_and_the_variant_compose(local: str) -> None:
+    config = compose_script(
+        "run_copo_qwen2.5_7b.sh",
+        f"algorithm.copo.local_estimator={local}",
+        "algorithm.copo.wrong_answer_global=nonpositive",
+    )
+    assert config.algorithm.copo.local_estimator == local
+    assert config.algorithm.copo.wrong_answer_global == "nonpositive"
 
 
 def test_gcpo_estimator_needs_vanilla_loss() -> None:

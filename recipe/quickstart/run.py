@@ -32,6 +32,7 @@ from recipe import proc as procs
 from recipe.cpu_backend.job_env import cpu_job_env
 from recipe.cpu_backend.roofline import roofline_gflops
 from recipe.cpu_backend.settings import worker_threads
+from recipe.files import atomic_write_text
 from recipe.quickstart.report import (
     SCORE_KEY,
     STEP_TIME_KEY,
@@ -235,9 +236,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
             f"{comparison['improved']} prompts fixed, {comparison['worsened']} broken "
             f"(McNemar p={comparison['mcnemar_p']:.2g})"
         )
-    tmp = out / "summary.json.tmp"
-    tmp.write_text(json.dumps(summary, indent=2) + "\n")
-    os.replace(tmp, out / "summary.json")
+    atomic_write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
     print(f"[{args.label}] metrics (one JSON line per step): {metrics}")
     print(f"[{args.label}] checkpoint: {out / 'checkpoints'}")
     print(f"[{args.label}] tensorboard: tensorboard --logdir {summary['tensorboard']}")

@@ -76,8 +76,8 @@ def _roofline() -> tuple[float, int]:
     import torch
 
     from recipe.cpu_backend.roofline import roofline_gflops
+    from recipe.models.tiny import build_tiny_qwen2
     from tests.faults.harness import MODEL_SHAPE
-    from tests.tiny_model import build_tiny_qwen2
 
     if "model" not in _state:
         _state["tmp"] = tempfile.TemporaryDirectory(prefix="fault_roofline_")

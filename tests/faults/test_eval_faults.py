@@ -23,10 +23,10 @@ import pandas as pd
 import pytest
 import torch
 
+from recipe.models.tiny import build_tiny_qwen2
 from tests.e2e.stopping import leftovers_after, start_tagged
 from tests.faults.records import record
 from tests.paths import REPO
-from tests.tiny_model import build_tiny_qwen2
 
 pytestmark = [pytest.mark.faults, pytest.mark.ci]
 

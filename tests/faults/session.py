@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from recipe.files import atomic_write_text
 from tests.paths import REPO
 
 SESSION_FILE = "_session.json"  # never a record's name: keys start with a letter or digit
@@ -141,11 +142,8 @@ def _write(folder: Path, count: int, outcomes: dict[str, int], roofline_end: flo
         roofline_end=roofline_end,
         threads=threads,
     )
-    folder.mkdir(parents=True, exist_ok=True)
     path = folder / SESSION_FILE
-    tmp = folder / f".{SESSION_FILE}.tmp"
-    tmp.write_text(json.dumps(asdict(session), indent=1) + "\n")
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(asdict(session), indent=1) + "\n")
     return path
 
 

@@ -43,8 +43,8 @@ from pathlib import Path
 from typing import Any
 
 from recipe.cpu_backend.roofline import lm_head_params, matmul_params, roofline_gflops
+from recipe.files import REPO_ROOT
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 MODULE = "recipe.bench.step"  # python -m MODULE: this file's command line (also its own worker processes)
 PHASES = ("gen", "old_log_prob", "ref", "update_actor", "update_weights")
 PHASE_TARGET = 1.2

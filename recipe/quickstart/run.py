@@ -32,7 +32,7 @@ from recipe import proc as procs
 from recipe.cpu_backend.job_env import cpu_job_env
 from recipe.cpu_backend.roofline import roofline_gflops
 from recipe.cpu_backend.settings import worker_threads
-from recipe.files import atomic_write_text
+from recipe.files import REPO_ROOT, atomic_write_text
 from recipe.quickstart.report import (
     SCORE_KEY,
     STEP_TIME_KEY,
@@ -43,7 +43,6 @@ from recipe.quickstart.report import (
 )
 from recipe.tracking.jsonl import read_metrics_jsonl, val_accuracy
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 VAL_DIR = "val_generations"
 MODULE = "recipe.quickstart.run"  # python -m MODULE: this file's command line
 

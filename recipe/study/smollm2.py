@@ -33,11 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from recipe import proc as procs
+from recipe.files import REPO_ROOT
 from recipe.quickstart import run as quickstart
 from recipe.study.methods import METHODS
 from recipe.study.smollm2_summary import run_name, summarize
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 # Small-and-easy and long-and-hard arithmetic, so SmolLM2 produces all-correct and all-wrong groups.
 TASKS = "basic_arithmetic@easy,chain_sum@easy,basic_arithmetic@hard,chain_sum@hard"

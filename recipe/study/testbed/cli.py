@@ -15,9 +15,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from recipe.files import REPO_ROOT
 from recipe.study.methods import METHODS, parse_methods
 from recipe.study.testbed.build import TestbedSpec, ensure_testbed, locate_testbed
-from recipe.study.testbed.runs import REPO_ROOT, make_jobs, planned_steps, workload
+from recipe.study.testbed.runs import make_jobs, planned_steps, workload
 
 DEFAULT_RUNS = REPO_ROOT / "runs" / "study_testbed"
 DEFAULT_DOCS = REPO_ROOT / "docs" / "study_cpu" / "testbed"

@@ -13,10 +13,10 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from recipe.files import REPO_ROOT
 from recipe.study.census import census_markdown, read_census
 from recipe.study.methods import BASELINE
 from recipe.study.testbed import analysis
-from recipe.study.testbed.runs import REPO_ROOT
 
 DOCS = REPO_ROOT / "docs" / "study_cpu" / "testbed"
 DAPO, COPO_MODES = "dapo_filter", ("copo_soft_with_zero", "copo_soft", "copo_global_only")

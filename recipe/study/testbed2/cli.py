@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from recipe.files import REPO_ROOT
 from recipe.study.testbed.build import Testbed, ensure_testbed, locate_testbed
-from recipe.study.testbed.runs import REPO_ROOT
 from recipe.study.testbed2 import jobs as study_jobs
 from recipe.study.testbed2 import plan
 

@@ -15,10 +15,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from recipe.files import REPO_ROOT
 from recipe.study.driver import METRICS, Job
 from recipe.study.methods import METHODS
 from recipe.study.testbed.build import Testbed
-from recipe.study.testbed.runs import REPO_ROOT, run_env
+from recipe.study.testbed.runs import run_env
 from recipe.study.testbed2.plan import CONFIG_NAME
 
 USAGE = "usage.json"  # real runs: CPU seconds (recipe.study.testbed2.usage)

@@ -22,8 +22,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from recipe.files import REPO_ROOT
 from recipe.study.testbed.build import Testbed, ensure_testbed, locate_testbed
-from recipe.study.testbed.runs import REPO_ROOT
 from recipe.study.testbed2 import jobs as study_jobs
 from recipe.study.testbed2.cli import MACHINE_LOG, _committed, record_machine
 from recipe.study.testbed3 import plan

@@ -99,7 +99,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_summarize(args: argparse.Namespace) -> int:
     from recipe.study.plots import plot_testbed
     from recipe.study.testbed.analysis import summarize
-    from recipe.tracking.plots import _setup_matplotlib
+    from recipe.tracking.plots import setup_matplotlib
 
     pinned = workload()
     test_freq = int(pinned.trainer.test_freq)
@@ -118,7 +118,7 @@ def cmd_summarize(args: argparse.Namespace) -> int:
         threshold_gain=args.threshold_gain,
         budget_note=note,
     )
-    plot_testbed(args.docs / "steps.csv", args.docs, _setup_matplotlib)
+    plot_testbed(args.docs / "steps.csv", args.docs, setup_matplotlib)
     print((args.docs / "summary.md").read_text())
     print(f"[study] {len(result['runs'])} runs summarized into {args.docs}")
     return 0

@@ -19,47 +19,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 from recipe.files import REPO_ROOT
+from recipe.study.machine import MACHINE_LOG, committed, record_machine
 from recipe.study.testbed.build import Testbed, ensure_testbed, locate_testbed
 from recipe.study.testbed2 import jobs as study_jobs
 from recipe.study.testbed2 import plan
 
 RUNS = REPO_ROOT / "runs" / "study_testbed2"
 DOCS = REPO_ROOT / "docs" / "study_cpu" / "testbed2"
-MACHINE_LOG = "machine.jsonl"
 PLAN_DOC = REPO_ROOT / "docs" / "STUDY_PLAN.md"
 
 
 def testbed(dry_run: bool = False) -> Testbed:
     return locate_testbed(plan.TESTBED_V2) if dry_run else ensure_testbed(plan.TESTBED_V2)
-
-
-def record_machine(runs: Path, testbed_: Testbed, when: str) -> None:
-    """Append this machine's one-thread matmul speed at the model's shapes (and the load) to the log."""
-    import os
-
-    import torch
-
-    from recipe.cpu_backend.roofline import roofline_gflops
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        gflops = roofline_gflops(testbed_.model)
-    finally:
-        torch.set_num_threads(threads)
-    runs.mkdir(parents=True, exist_ok=True)
-    entry = {"time": time.time(), "when": when, "gflops": round(gflops, 2), "load1": os.getloadavg()[0]}
-    with open(runs / MACHINE_LOG, "a") as f:
-        f.write(json.dumps(entry) + "\n")
-    print(
-        f"[study] machine: {gflops:.1f} GFLOP/s (one thread), load {entry['load1']:.1f} ({when})", flush=True
-    )
 
 
 def _run(jobs: list[Any], args: argparse.Namespace, runs: Path, testbed_: Testbed, phase: str) -> int:
@@ -119,14 +94,6 @@ def cmd_pilot(args: argparse.Namespace) -> int:
     return _run(study_jobs.fast_jobs(t, todo, runs), args, runs, t, "pilot")
 
 
-def _committed(path: Path) -> bool:
-    """True when ``path`` is tracked by git and has no uncommitted change."""
-    rel = str(path.relative_to(REPO_ROOT))
-    tracked = subprocess.run(["git", "ls-files", "--error-unmatch", rel], cwd=REPO_ROOT, capture_output=True)
-    dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", rel], cwd=REPO_ROOT)
-    return tracked.returncode == 0 and dirty.returncode == 0
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     if plan.CONFIRMATORY_STOPPED:
         raise SystemExit(
@@ -134,7 +101,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             "a new study needs a new plan"
         )
     for path in (PLAN_DOC, plan.LEARNING_RATES_FILE):
-        if not args.dry_run and not _committed(path):
+        if not args.dry_run and not committed(path):
             raise SystemExit(
                 f"study_testbed2.py run: {path} is not committed as it is; the plan and the tuned learning rates "
                 "must be in git history before any confirmatory run (docs/STUDY_PLAN.md)"

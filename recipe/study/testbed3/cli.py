@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from recipe.files import REPO_ROOT
+from recipe.study.machine import MACHINE_LOG, committed, record_machine
 from recipe.study.testbed.build import Testbed, ensure_testbed, locate_testbed
 from recipe.study.testbed2 import jobs as study_jobs
-from recipe.study.testbed2.cli import MACHINE_LOG, _committed, record_machine
 from recipe.study.testbed3 import plan
 
 RUNS = REPO_ROOT / "runs" / "study_testbed3"
@@ -107,7 +107,7 @@ def cmd_pilot(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     for path in (PLAN_DOC, plan.LEARNING_RATES_FILE):
-        if not args.dry_run and not _committed(path):
+        if not args.dry_run and not committed(path):
             raise SystemExit(
                 f"study_testbed3.py run: {path} is not committed as it is; the plan and the tuned learning rates "
                 "must be in git history before any confirmatory run (docs/STUDY_PLAN.md)"

@@ -190,10 +190,10 @@ def test_usage_wrapper_records_cpu_seconds_and_passes_the_exit_status(tmp_path: 
     assert usage["cpu_s"] >= 0.3 and usage["wall_s"] >= 0.3
 
 
-def test_confirmatory_runs_wait_for_a_committed_plan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_confirmatory_runs_wait_for_a_committed_plan(tmp_path: Path) -> None:
     import subprocess
 
-    from recipe.study.testbed2 import cli
+    from recipe.study import machine
 
     def git(*args: str) -> None:
         subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
@@ -203,13 +203,12 @@ def test_confirmatory_runs_wait_for_a_committed_plan(tmp_path: Path, monkeypatch
     git("config", "user.name", "t")
     plan_doc = tmp_path / "PLAN.md"
     plan_doc.write_text("plan\n")
-    monkeypatch.setattr(cli, "REPO_ROOT", tmp_path)
-    assert not cli._committed(plan_doc)  # untracked
+    assert not machine.committed(plan_doc, root=tmp_path)  # untracked
     git("add", "PLAN.md")
     git("commit", "-qm", "plan")
-    assert cli._committed(plan_doc)
+    assert machine.committed(plan_doc, root=tmp_path)
     plan_doc.write_text("plan, edited after the fact\n")
-    assert not cli._committed(plan_doc)
+    assert not machine.committed(plan_doc, root=tmp_path)
 
 
 def test_exploration_resplits_the_held_out_pool_without_overlap(

@@ -441,3 +441,33 @@ def test_the_metric_name_check_can_fail(tmp_path: Path) -> None:
         "2: 'perf/step_wall_s'",
         "3: 'groups/'",
     ]
+
+
+# ----------------------------------------------------------------------------- testbed studies are leaves
+TESTBED_STUDY = re.compile(r"recipe\.study\.testbed\d+")
+
+
+def rows_naming_a_testbed(table: dict[str, set[str] | None]) -> list[str]:
+    """``component -> testbed study`` for every row that allows importing a testbed study."""
+    return [
+        f"{component} -> {other}"
+        for component, allowed in table.items()
+        for other in sorted(allowed or ())
+        if TESTBED_STUDY.fullmatch(other)
+    ]
+
+
+def test_no_testbed_study_imports_another() -> None:
+    """Each testbed study has its own row and no row names one: v3 cannot import v2 (nor v2 v3); what
+    both need lives in ``recipe.study.common``. The import rule above then refuses any such import."""
+    studies = [c for c in TABLE if TESTBED_STUDY.fullmatch(c)]
+    assert {"recipe.study.testbed2", "recipe.study.testbed3"} <= set(studies)
+    assert not rows_naming_a_testbed(TABLE), "a testbed study is imported by no component"
+
+
+def test_the_testbed_rule_can_fail() -> None:
+    table = {
+        "recipe.study.testbed2": set(),
+        "recipe.study.testbed3": {"recipe.study.testbed2", "recipe.study"},
+    }
+    assert rows_naming_a_testbed(table) == ["recipe.study.testbed3 -> recipe.study.testbed2"]

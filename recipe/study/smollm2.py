@@ -265,17 +265,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     census.add_argument("--docs", type=Path, default=REPO_ROOT / "docs" / "study_cpu", help="census.csv/md")
     sub.add_parser("tasks", help="print the reasoning-gym tasks of the study's data (for study_cpu.sh)")
-    # Listed for --help only: main() hands `testbed ...` to recipe/study/testbed/cli.py.
+    # Listed for --help only: scripts/study_cpu.py hands `testbed ...` to recipe/study/testbed/cli.py.
     sub.add_parser("testbed", help="the controlled study on a small trained policy (testbed --help)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["testbed"]:  # the controlled study: recipe/study/testbed/cli.py
-        from recipe.study.testbed.cli import main as testbed_main
-
-        return testbed_main(argv[1:])
     args = build_parser().parse_args(argv)
     if args.command == "tasks":
         print(TASKS)

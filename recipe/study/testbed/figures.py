@@ -1,7 +1,7 @@
 """Every figure the docs state about the v1 testbed study (2026-11-24), from its committed CSVs.
 
 ``docs/STUDY_CPU.md`` and ``README.md`` include these fragments between ``<!-- generated: testbed/NAME -->``
-markers (``recipe.study.testbed2.docs``); ``tests/recipe/study/test_study_docs.py`` re-derives them from
+markers (``recipe.study.common.docs``); ``tests/recipe/study/test_study_docs.py`` re-derives them from
 ``docs/study_cpu/testbed/{runs,signal}.csv`` and compares. The provenance line names the commit that
 added the results, read from git (the runs themselves record no commit).
 """

@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from recipe.files import REPO_ROOT
+from recipe.study.common import jobs as study_jobs
 from recipe.study.machine import MACHINE_LOG, committed, record_machine
 from recipe.study.testbed.build import Testbed, ensure_testbed, locate_testbed
-from recipe.study.testbed2 import jobs as study_jobs
 from recipe.study.testbed2 import plan
 
 RUNS = REPO_ROOT / "runs" / "study_testbed2"
@@ -114,11 +114,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_explore(args: argparse.Namespace) -> int:
-    from recipe.study.testbed2.exploration import PROBES
+    from recipe.study.testbed2 import exploration
 
     t = testbed(args.dry_run)
     runs = args.runs / "exploration"
-    return _run(study_jobs.probe_jobs(t, PROBES, runs, runs / "data"), args, runs, t, "exploration")
+    return _run(
+        exploration.probe_jobs(t, exploration.PROBES, runs, runs / "data"), args, runs, t, "exploration"
+    )
 
 
 def cmd_real(args: argparse.Namespace) -> int:
@@ -136,8 +138,8 @@ def cmd_real(args: argparse.Namespace) -> int:
 
 def planned_runs(runs: Path, rates: dict[str, float] | None) -> list[Any]:
     """Every finished run of every phase, as ``collect.PlannedRun`` (phases not run yet are skipped)."""
+    from recipe.study.common.collect import PlannedRun
     from recipe.study.driver import SUMMARY
-    from recipe.study.testbed2.collect import PlannedRun
 
     out = []
     for method, seed, lr in study_jobs.interleave(
@@ -174,7 +176,8 @@ def write_machine_csv(runs: Path, docs: Path) -> None:
 
 
 def cmd_pilot_summarize(args: argparse.Namespace) -> int:
-    from recipe.study.testbed2 import collect, docs, report
+    from recipe.study.common import collect, docs
+    from recipe.study.testbed2 import report
 
     t = testbed()
     problems = collect.validation_problems(t.data / "val.parquet")
@@ -188,7 +191,7 @@ def cmd_pilot_summarize(args: argparse.Namespace) -> int:
     if plan.LEARNING_RATES_FILE.is_file():
         rates = plan.learning_rates()
     pilot_runs = [r for r in planned_runs(args.runs, rates) if r.phase in ("tuning", "pilot")]
-    collect.collect(pilot_runs, problems, args.docs, prefix="pilot_")
+    collect.collect(pilot_runs, problems, args.docs, prefix="pilot_", block_steps=plan.BLOCK_STEPS)
     import pandas as pd
 
     chosen = report.choose_learning_rates(
@@ -212,8 +215,8 @@ def cmd_pilot_summarize(args: argparse.Namespace) -> int:
 
 def explored_runs(runs: Path, rates: dict[str, float]) -> list[Any]:
     """The exploration probes and the stopped v2 confirmatory study's finished runs, as ``PlannedRun``."""
+    from recipe.study.common.collect import PlannedRun
     from recipe.study.driver import SUMMARY
-    from recipe.study.testbed2.collect import PlannedRun
     from recipe.study.testbed2.exploration import PROBES
 
     out = [
@@ -227,21 +230,22 @@ def explored_runs(runs: Path, rates: dict[str, float]) -> list[Any]:
 
 
 def cmd_summarize(args: argparse.Namespace) -> int:
-    from recipe.study.testbed2 import collect, docs, plots, report
+    from recipe.study.common import collect, docs
+    from recipe.study.testbed2 import plots, report
 
     t = testbed()
     problems = collect.validation_problems(t.data / "val.parquet")
     rates = plan.learning_rates()
     explored = explored_runs(args.runs, rates)
     if explored:
-        collect.collect(explored, problems, args.docs, prefix="exploration_")
+        collect.collect(explored, problems, args.docs, prefix="exploration_", block_steps=plan.BLOCK_STEPS)
         plots.plot_exploration(
             args.docs / "exploration_validation.csv", args.docs / "testbed2_exploration.png"
         )
     phases = () if plan.CONFIRMATORY_STOPPED else ("confirmatory", "real")
     runs = [r for r in planned_runs(args.runs, rates) if r.phase in phases]
     if runs:
-        collect.collect(runs, problems, args.docs)
+        collect.collect(runs, problems, args.docs, block_steps=plan.BLOCK_STEPS)
         plots.plot_all(args.docs)
     write_machine_csv(args.runs, args.docs)
     fragments = report.report(args.docs)

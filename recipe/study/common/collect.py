@@ -7,7 +7,7 @@ Per run (fast trainer: ``metrics.jsonl``, ``validation.npz``, ``result.json``; r
   and area under the curve (mean accuracy over training, trapezoid) overall and per task; wall and
   CPU seconds; responses generated and responses with a non-zero advantage;
 * ``validation.csv``: validation accuracy per run, step and task;
-* ``blocks.csv``: per fast run, block of ``plan.BLOCK_STEPS`` steps and task: the shares of all-correct,
+* ``blocks.csv``: per fast run, block of ``block_steps`` steps (the study plan's ``BLOCK_STEPS``) and task: the shares of all-correct,
   all-wrong and zero-variance groups among the groups generated, and the training accuracy;
 * ``curves.csv``: the same per step and task, averaged over the seeds of each (phase, method);
 * ``problems.csv`` (confirmatory runs): per validation problem, its task and level, and per run the
@@ -29,11 +29,10 @@ from typing import Any
 import numpy as np
 
 from recipe import stats
+from recipe.study.common.jobs import USAGE
 from recipe.study.driver import SUMMARY
 from recipe.study.steps import write_csv
 from recipe.study.testbed.mixed import level_of
-from recipe.study.testbed2.jobs import USAGE
-from recipe.study.testbed2.plan import BLOCK_STEPS
 from recipe.tracking import names
 from recipe.tracking.jsonl import read_metrics_jsonl
 from recipe.tracking.names import SIGNAL_FRAC_NONZERO_ADV, SIGNAL_NUM_RESPONSES, VAL_PREFIX
@@ -144,7 +143,7 @@ def run_row(run: PlannedRun, tasks: Sequence[str]) -> tuple[dict[str, Any], dict
 
 
 def block_rows(
-    run: PlannedRun, tasks: Sequence[str], source_prefix: str = "testbed2/", block_steps: int = BLOCK_STEPS
+    run: PlannedRun, tasks: Sequence[str], source_prefix: str, block_steps: int
 ) -> list[dict[str, Any]]:
     """Per block of ``block_steps`` steps and task: shares of all-correct, all-wrong, zero-variance groups.
 
@@ -263,7 +262,8 @@ def collect(
     out_dir: Path,
     prefix: str = "",
     source_prefix: str = "testbed2/",
-    block_steps: int = BLOCK_STEPS,
+    *,
+    block_steps: int,
 ) -> dict[str, Any]:
     """Write the CSVs (names prefixed with ``prefix``) for ``runs``; returns the rows written.
 

@@ -91,7 +91,7 @@ setup(
     description="COPO (Consistency-Aware Policy Optimization) and GCPO as a verl recipe",
     python_requires=">=3.10",
     packages=find_packages(include=["copo_core", "copo_core.*", "recipe", "recipe.*", "data_prep", "data_prep.*"]),
-    package_data={"recipe": ["copo/config/*.yaml", "copo/config/ablation/*.yaml", "copo/*.sh", "copo/*.txt", "copo/*.yaml"]},
+    package_data={"recipe": ["copo/config/*.yaml", "copo/config/ablation/*.yaml", "copo/*.sh", "copo/*.txt", "copo/*.yaml", "reward/suites/*.json"]},
     include_package_data=True,
     install_requires=["torch>=2.6", "numpy>=2"],
     extras_require={"cpu": CPU, "gpu": GPU},

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,8 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from recipe.files import atomic_file
 
 __all__ = ["LOCAL_SUFFIXES", "log", "load_local", "load_hub", "write_parquet_atomic"]
 
@@ -109,16 +110,9 @@ def load_hub(repo_id: str, config: str | None, split: str) -> list[dict]:
 
 
 def write_parquet_atomic(rows: Iterable[dict[str, Any]], path: str | os.PathLike) -> Path:
-    """Write ``rows`` to ``path`` via a temp file in the same folder + ``os.replace``: never half-written."""
+    """Write ``rows`` to ``path`` through ``recipe.files.atomic_file``: never half-written."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     table = pa.Table.from_pandas(pd.DataFrame(list(rows)), preserve_index=False)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        pq.write_table(table, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_file(path, "wb") as f:
+        pq.write_table(table, f)
     return path

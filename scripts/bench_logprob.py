@@ -10,13 +10,10 @@ path. Logic: recipe/preflight/logprob_bench.py.
 """
 
 import argparse
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # a checkout without `pip install -e`
-
-from recipe.preflight.logprob_bench import bench, table  # noqa: E402
-from recipe.preflight.shapes import model_shape  # noqa: E402
+from recipe.preflight.logprob_bench import bench, table  # the set-up installs the project
+from recipe.preflight.shapes import model_shape
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

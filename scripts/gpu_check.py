@@ -15,11 +15,8 @@ recipe/preflight/.
 """
 
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # a checkout without `pip install -e`
-
-from recipe.preflight.cli import main  # noqa: E402
+from recipe.preflight.cli import main  # the set-up installs the project (pip install -e)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -7,7 +7,11 @@ The code lives in ``recipe.study.smollm2`` (and ``recipe.study.testbed.cli`` for
 
 import sys
 
-from recipe.study.smollm2 import main
-
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["testbed"]:  # the controlled study (a study may not import another)
+        from recipe.study.testbed.cli import main as testbed_main
+
+        sys.exit(testbed_main(sys.argv[2:]))
+    from recipe.study.smollm2 import main
+
     sys.exit(main())

@@ -1,5 +1,5 @@
 """The repository root, for tests that read or run files of the checkout."""
 
-from pathlib import Path
+from recipe.files import REPO_ROOT
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = REPO_ROOT

@@ -5,8 +5,12 @@ with ``ast``; every import statement counts, those inside functions included. Th
 the document's table ("component | may import"), so the document and the check cannot drift:
 
 1. no import cycle between our modules;
-2. each module imports, of our code, only its own component and what its row allows;
-3. nothing imports ``scripts``, and no test loads a script by file path.
+2. each module imports, of our code, only its own component and what its row allows
+   (``importlib.import_module("literal")`` counts as an import);
+3. nothing imports ``scripts``, and no test loads a script by file path;
+4. no module outside ``tests`` imports another module's private (``_``-prefixed) name;
+5. no module but ``recipe/tracking/names.py`` spells a metric name (a string starting with one of
+   the metric namespaces that names.py defines, such as ``perf/`` or ``actor/``).
 """
 
 from __future__ import annotations
@@ -52,8 +56,24 @@ def _known(name: str, modules: Iterable[str]) -> str | None:
     return name or None
 
 
+IMPORTERS = {"import_module", "__import__"}
+
+
+def _literal_import(node: ast.AST) -> str | None:
+    """The module named by ``importlib.import_module("a.b")`` / ``__import__("a.b")`` (a string literal)."""
+    if not isinstance(node, ast.Call) or not node.args:
+        return None
+    func = node.func
+    called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    first = node.args[0]
+    if called in IMPORTERS and isinstance(first, ast.Constant) and isinstance(first.value, str):
+        return first.value
+    return None
+
+
 def import_edges(root: Path) -> dict[str, dict[str, int]]:
-    """``{importer: {imported module: line}}`` over our modules, explicit imports only.
+    """``{importer: {imported module: line}}`` over our modules: import statements, and
+    ``importlib.import_module`` / ``__import__`` calls with a literal name.
 
     ``from pkg import name`` counts as an import of ``pkg.name`` when that is a module, else of ``pkg``.
     """
@@ -67,6 +87,8 @@ def import_edges(root: Path) -> dict[str, dict[str, int]]:
             elif isinstance(node, ast.ImportFrom):
                 base = _absolute(name, is_package, node)
                 targets = [f"{base}.{alias.name}" for alias in node.names] or [base]
+            elif (literal := _literal_import(node)) is not None:
+                targets = [literal]
             else:
                 continue
             for target in targets:
@@ -235,18 +257,23 @@ def test_the_checks_catch_what_they_check(tmp_path: Path) -> None:
 
 
 # ----------------------------------------------------------------------------- scripts are leaves
-def _code_strings(tree: ast.AST) -> list[str]:
-    """String constants of a module, docstrings left out."""
+def _code_string_nodes(tree: ast.AST) -> list[ast.Constant]:
+    """String constants of a module, docstrings left out (f-strings' literal parts included)."""
     docstrings = set()
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
         if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
             docstrings.add(id(body[0].value))
     return [
-        n.value
+        n
         for n in ast.walk(tree)
         if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docstrings
     ]
+
+
+def _code_strings(tree: ast.AST) -> list[str]:
+    """String constants of a module, docstrings left out."""
+    return [n.value for n in _code_string_nodes(tree)]
 
 
 LOADERS = {"spec_from_file_location", "run_path", "SourceFileLoader", "load_source"}
@@ -307,3 +334,140 @@ def test_every_folder_of_code_is_a_package_setup_py_ships() -> None:
         for path in (REPO / top).rglob("*.py")
     }
     assert folders <= shipped, f"add an __init__.py to: {sorted(folders - shipped)}"
+
+
+# ----------------------------------------------------------------------------- private names stay home
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def private_imports(root: Path) -> list[str]:
+    """``path:line: importer imports module.name`` for every import of another module's private
+    (``_``-prefixed) name or private module, in every module outside ``tests``."""
+    files = module_files(root)
+    found = []
+    for name, path in files.items():
+        if name.split(".")[0] == "tests":
+            continue  # a test may reach into the module it tests
+        is_package = path.name == "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom):
+                base = _absolute(name, is_package, node)
+                if _known(base, files) is None:
+                    continue  # third-party
+                bad = [f"{base}.{a.name}" for a in node.names if _private(a.name)]
+                bad += [base] if any(_private(part) for part in base.split(".")) else []
+            elif isinstance(node, ast.Import):
+                bad = [
+                    a.name
+                    for a in node.names
+                    if _known(a.name, files) and any(map(_private, a.name.split(".")))
+                ]
+            else:
+                continue
+            found += [f"{path.relative_to(root)}:{node.lineno}: {name} imports {target}" for target in bad]
+    return found
+
+
+def test_no_module_imports_another_modules_private_names() -> None:
+    found = private_imports(REPO)
+    assert not found, "make the name public or move it where both modules can import it:\n" + "\n".join(found)
+
+
+def test_the_private_name_and_import_module_checks_can_fail(tmp_path: Path) -> None:
+    files = {
+        "recipe/__init__.py": "",
+        "recipe/tracking/__init__.py": "",
+        "recipe/tracking/names.py": "_SECRET = 1\n",
+        "recipe/tracking/plots.py": "from recipe.tracking.names import _SECRET\n",
+        "recipe/study/__init__.py": "",
+        "recipe/study/a.py": "import importlib\nm = importlib.import_module('recipe.tracking.plots')\n",
+        "tests/test_x.py": "from recipe.tracking.names import _SECRET\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    for top in ("copo_core", "data_prep", "scripts"):
+        (tmp_path / top).mkdir()
+    assert private_imports(tmp_path) == [
+        "recipe/tracking/plots.py:1: recipe.tracking.plots imports recipe.tracking.names._SECRET"
+    ]
+    assert import_edges(tmp_path)["recipe.study.a"] == {"recipe.tracking.plots": 2}
+
+
+# ----------------------------------------------------------------------------- metric names have one home
+NAMES = REPO / "recipe" / "tracking" / "names.py"
+CODE_TOPS = ("copo_core", "recipe", "data_prep", "scripts")
+
+
+def metric_namespaces(names_file: Path = NAMES) -> set[str]:
+    """The first segment of every metric name names.py spells (``perf`` of ``perf/step_wall_s``)."""
+    strings = _code_strings(ast.parse(names_file.read_text()))
+    return {s.split("/", 1)[0] for s in strings if re.fullmatch(r"[a-z_-]+/.*", s)}
+
+
+def metric_literals(path: Path, namespaces: set[str]) -> list[str]:
+    """``path:line: 'literal'`` for each string (docstrings aside; f-strings' literal parts too) that
+    starts with ``<namespace>/``."""
+    tree = ast.parse(path.read_text(), str(path))
+    where = path.relative_to(REPO) if path.is_relative_to(REPO) else path
+    return [
+        f"{where}:{n.lineno}: {n.value!r}"
+        for n in _code_string_nodes(tree)
+        if "/" in n.value and n.value.split("/", 1)[0] in namespaces
+    ]
+
+
+def test_no_module_but_names_spells_a_metric_name() -> None:
+    namespaces = metric_namespaces()
+    assert {"perf", "groups", "timing_s", "actor", "training", "copo", "signal"} <= namespaces
+    found = [
+        hit
+        for top in CODE_TOPS
+        for path in sorted((REPO / top).rglob("*.py"))
+        if path != NAMES
+        for hit in metric_literals(path, namespaces)
+    ]
+    assert not found, "metric names belong in recipe/tracking/names.py:\n" + "\n".join(found)
+
+
+def test_the_metric_name_check_can_fail(tmp_path: Path) -> None:
+    bad = tmp_path / "run.py"
+    bad.write_text(
+        '"""Writes perf/step_wall_s (a docstring may name it)."""\nrow = {"perf/step_wall_s": 1.0}\n'
+        'key = f"groups/{1}/count"\nfine = "a/b"\n'
+    )
+    assert [hit.split(":", 1)[1] for hit in metric_literals(bad, {"perf", "groups"})] == [
+        "2: 'perf/step_wall_s'",
+        "3: 'groups/'",
+    ]
+
+
+# ----------------------------------------------------------------------------- testbed studies are leaves
+TESTBED_STUDY = re.compile(r"recipe\.study\.testbed\d+")
+
+
+def rows_naming_a_testbed(table: dict[str, set[str] | None]) -> list[str]:
+    """``component -> testbed study`` for every row that allows importing a testbed study."""
+    return [
+        f"{component} -> {other}"
+        for component, allowed in table.items()
+        for other in sorted(allowed or ())
+        if TESTBED_STUDY.fullmatch(other)
+    ]
+
+
+def test_no_testbed_study_imports_another() -> None:
+    """Each testbed study has its own row and no row names one: v3 cannot import v2 (nor v2 v3); what
+    both need lives in ``recipe.study.common``. The import rule above then refuses any such import."""
+    studies = [c for c in TABLE if TESTBED_STUDY.fullmatch(c)]
+    assert {"recipe.study.testbed2", "recipe.study.testbed3"} <= set(studies)
+    assert not rows_naming_a_testbed(TABLE), "a testbed study is imported by no component"
+
+
+def test_the_testbed_rule_can_fail() -> None:
+    table = {
+        "recipe.study.testbed2": set(),
+        "recipe.study.testbed3": {"recipe.study.testbed2", "recipe.study"},
+    }
+    assert rows_naming_a_testbed(table) == ["recipe.study.testbed3 -> recipe.study.testbed2"]

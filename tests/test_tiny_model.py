@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.tiny_model import build_tiny_qwen2
+from recipe.models.tiny import build_tiny_qwen2
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ hostile-input timings. Prints numbers, asserts nothing.
     OMP_NUM_THREADS=1 .venv/bin/python scripts/bench_reward.py --n 2000 --procs 2
     OMP_NUM_THREADS=1 .venv/bin/python scripts/bench_reward.py --suite-only --show-disagreements
 
-Labelled suites (tests/fixtures/reward/): ``math_verify_cases.json``, (response, ground truth, expected verdict)
+Labelled suites (recipe/reward/suites/): ``math_verify_cases.json``, (response, ground truth, expected verdict)
 triples derived from Math-Verify's own test cases (huggingface/Math-Verify ``tests/``, Apache-2.0; see
 ``make_math_verify_cases.py`` there), and ``dapo_format_cases.json``, responses in DAPO-Math-17k's
 ``Answer:`` format with hand-written labels. Every case is scored by ``recipe.reward`` and by verl 0.9.1's
@@ -36,11 +36,10 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 from recipe import reward
 
-SUITE_DIR = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "reward"
+SUITE_DIR = reward.SUITES_DIR  # package data: a bench reads nothing under tests/
 SUITES = {"math-verify": "math_verify_cases.json", "dapo-format": "dapo_format_cases.json"}
 
 FILLER = "Let me work through this carefully. We simplify each term and combine the results. " * 24

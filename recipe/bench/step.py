@@ -43,8 +43,9 @@ from pathlib import Path
 from typing import Any
 
 from recipe.cpu_backend.roofline import lm_head_params, matmul_params, roofline_gflops
+from recipe.files import REPO_ROOT
+from recipe.tracking import names
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 MODULE = "recipe.bench.step"  # python -m MODULE: this file's command line (also its own worker processes)
 PHASES = ("gen", "old_log_prob", "ref", "update_actor", "update_weights")
 PHASE_TARGET = 1.2
@@ -269,7 +270,7 @@ def watch_cpu_seconds(proc: subprocess.Popen, metrics: Path) -> dict[int, float]
         total = sum(finished.values())
         for row in read_metrics_jsonl(metrics) if metrics.is_file() else []:
             step = int(row.get("step", 0))
-            if step > 0 and step not in seen and "timing_s/step" in row:
+            if step > 0 and step not in seen and names.STEP_TIME in row:
                 seen[step] = total
         time.sleep(0.5)
     return seen
@@ -279,18 +280,27 @@ def project_timings(metrics: Path) -> tuple[dict[str, float], dict[str, float], 
     """Median per phase over the steps after the first (all steps if only one), shapes, steps used."""
     from recipe.tracking.jsonl import read_metrics_jsonl
 
-    rows = [r for r in read_metrics_jsonl(metrics) if int(r.get("step", 0)) > 0 and "timing_s/step" in r]
+    rows = [r for r in read_metrics_jsonl(metrics) if int(r.get("step", 0)) > 0 and names.STEP_TIME in r]
     if not rows:
         raise SystemExit(f"[bench_step] {metrics} has no training step with timing_s/step")
     used = rows[1:] if len(rows) > 1 else rows
     timings = {}
     for phase in (*PHASES, "step"):
-        values = [float(r[f"timing_s/{phase}"]) for r in used if r.get(f"timing_s/{phase}") is not None]
+        values = [
+            float(r[names.TIMING_PREFIX + phase])
+            for r in used
+            if r.get(names.TIMING_PREFIX + phase) is not None
+        ]
         if values:
             timings[phase] = statistics.median(values)
     shape = {
         key: statistics.mean(float(r[key]) for r in used if r.get(key) is not None)
-        for key in ("prompt_length/mean", "response_length/mean", "response_length/max", "prompt_length/max")
+        for key in (
+            names.PROMPT_LENGTH_MEAN,
+            names.RESPONSE_LENGTH_MEAN,
+            names.RESPONSE_LENGTH_MAX,
+            names.PROMPT_LENGTH_MAX,
+        )
         if any(r.get(key) is not None for r in used)
     }
     return timings, shape, len(used)
@@ -444,9 +454,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.metrics:
         roof1 = roofline_now(model, intra, inter)
     rows = workload["prompts"] * workload["n"]
-    prompt_len = shape.get("prompt_length/mean", 0.0)
-    resp_mean = shape.get("response_length/mean", 0.0)
-    resp_max = int(round(shape.get("response_length/max", resp_mean)))
+    prompt_len = shape.get(names.PROMPT_LENGTH_MEAN, 0.0)
+    resp_mean = shape.get(names.RESPONSE_LENGTH_MEAN, 0.0)
+    resp_max = int(round(shape.get(names.RESPONSE_LENGTH_MAX, resp_mean)))
     spec = {
         "model": model,
         "intra": intra,
@@ -508,7 +518,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def plain_only(model: str, intra: int, inter: int, shape: str) -> int:
     """Time the plain side alone at ``shape`` and print each phase beside the roofline measured before it."""
-    names = {
+    fields = {
         "rows": "rows",
         "prompt": "prompt_len",
         "response": "response_len",
@@ -517,12 +527,12 @@ def plain_only(model: str, intra: int, inter: int, shape: str) -> int:
     }
     try:
         given = dict(item.split("=", 1) for item in shape.split(","))
-        spec = {names[key]: int(value) for key, value in given.items()}
+        spec = {fields[key]: int(value) for key, value in given.items()}
     except (KeyError, ValueError) as exc:
         raise SystemExit(
-            f"[bench_step] --plain-shape {shape!r}: expected {','.join(f'{k}=N' for k in names)}"
+            f"[bench_step] --plain-shape {shape!r}: expected {','.join(f'{k}=N' for k in fields)}"
         ) from exc
-    missing = sorted(key for key, name in names.items() if name not in spec)
+    missing = sorted(key for key, name in fields.items() if name not in spec)
     if missing:
         raise SystemExit(f"[bench_step] --plain-shape {shape!r} lacks {missing}")
     spec.update(model=model, intra=intra, inter=inter)

@@ -23,13 +23,14 @@ from verl.workers.utils.padding import no_padding_2_padding
 
 from copo_core import copo_policy_loss
 from recipe.copo.fields import COPO_FIELDS, GLOBAL_ADV, LOCAL_ADV, LOCAL_WEIGHT
+from recipe.tracking import names
 
 # copo_policy_loss metrics that are parts of the loss (normalised by the global batch, so summed
 # over micro-batches like verl's pg_loss); the others are per-micro-batch fractions (averaged).
 _LOSS_PART_METRICS = ("pg_loss_local", "pg_loss_global")
 
 
-def _clip_ratios(config: ActorConfig) -> tuple[float, float, float]:
+def clip_ratios(config: ActorConfig) -> tuple[float, float, float]:
     """(low, high, c) exactly as verl's compute_policy_loss_vanilla reads them."""
     clip_ratio = config.clip_ratio
     low = config.clip_ratio_low if config.clip_ratio_low is not None else clip_ratio
@@ -90,7 +91,7 @@ def copo_ppo_loss(
 
     response_mask = data["response_mask"].to(bool)
     loss_agg_mode = config.loss_agg_mode
-    clip_low, clip_high, clip_c = _clip_ratios(config)
+    clip_low, clip_high, clip_c = clip_ratios(config)
     pg_loss, pg_metrics = copo_policy_loss(
         data["old_log_probs"],
         log_prob,
@@ -111,8 +112,8 @@ def copo_ppo_loss(
         if key == "pg_loss":
             continue
         aggregation = metric_aggregation if key in _LOSS_PART_METRICS else AggregationType.MEAN
-        metrics[f"actor/{key}"] = Metric(value=value, aggregation=aggregation)
-    metrics["actor/pg_loss"] = Metric(value=pg_loss, aggregation=metric_aggregation)
+        metrics[names.ACTOR_PREFIX + key] = Metric(value=value, aggregation=aggregation)
+    metrics[names.ACTOR_PG_LOSS] = Metric(value=pg_loss, aggregation=metric_aggregation)
     policy_loss = pg_loss
 
     if entropy is not None:
@@ -120,7 +121,7 @@ def copo_ppo_loss(
             loss_mat=entropy, loss_mask=response_mask, loss_agg_mode=loss_agg_mode, **config.global_batch_info
         )
         policy_loss = policy_loss - config.entropy_coeff * entropy_loss
-        metrics["actor/entropy_loss"] = Metric(value=entropy_loss, aggregation=metric_aggregation)
+        metrics[names.ACTOR_ENTROPY_LOSS] = Metric(value=entropy_loss, aggregation=metric_aggregation)
 
     if config.use_kl_loss:
         kld = kl_penalty(logprob=log_prob, ref_logprob=data["ref_log_prob"], kl_penalty=config.kl_loss_type)

@@ -36,6 +36,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from recipe.files import atomic_write_text, fsync_dir
+
 log = logging.getLogger(__name__)
 
 STAGING_DIR = ".partial"
@@ -88,24 +90,9 @@ def read_tracker(root: str | os.PathLike) -> int | None:
     return int(text) if text.isdigit() else None
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def write_tracker(root: str | os.PathLike, step: int) -> None:
     """Replace the tracker atomically: a crash leaves the old content or the new, never an empty file."""
-    root = Path(root)
-    tmp = root / f".{TRACKER}.tmp-{os.getpid()}"
-    with open(tmp, "w") as f:
-        f.write(str(step))
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, root / TRACKER)
-    _fsync_dir(root)
+    atomic_write_text(Path(root) / TRACKER, str(step))
 
 
 def dir_bytes(folder: str | os.PathLike) -> int:
@@ -295,7 +282,7 @@ class CheckpointGuard:
             os.replace(final, stale)
         os.replace(staged, final)
         shutil.rmtree(self.staging_root, ignore_errors=True)
-        _fsync_dir(self.root)
+        fsync_dir(self.root)
         self.pending = step
         return final
 

@@ -37,12 +37,13 @@ from __future__ import annotations
 import importlib.abc
 import importlib.util
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from recipe.files import atomic_write_text
 
 from .attention import ATTN_IMPLEMENTATION
 from .logprob import token_log_probs
@@ -87,9 +88,7 @@ def make_config_portable(config_json: Path) -> bool:
     if config.get("attn_implementation") != ATTN_IMPLEMENTATION:
         return False
     config["attn_implementation"] = "sdpa"
-    tmp = config_json.with_name(config_json.name + ".tmp")
-    tmp.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, config_json)
+    atomic_write_text(config_json, json.dumps(config, indent=2, sort_keys=True) + "\n")
     return True
 
 

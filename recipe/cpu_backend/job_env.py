@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from pathlib import Path
+
+from recipe.files import REPO_ROOT
 
 from .settings import THREADS_ENV
 
-PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
+PROJECT_ROOT = str(REPO_ROOT)
 # What verl/__init__.py imports in every process of a CPU job (it installs the backend there).
 PLUGIN_MODULE = "recipe.cpu_backend.plugin"
 # Set unless the caller's environment already sets them.

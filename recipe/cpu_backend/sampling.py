@@ -86,7 +86,7 @@ def draw_tokens(probs: torch.Tensor, generators: Sequence[torch.Generator | None
 
 
 @dataclass
-class _Row:
+class SampleRow:
     """One response being decoded: where it stands and who is waiting for it."""
 
     limit: int
@@ -140,7 +140,7 @@ class DecodeBatch:
         self.device = next(model.parameters()).device
         self.pad_token_id = int(pad_token_id)
         self.eos = torch.tensor(sorted(set(eos_token_ids)), dtype=torch.long, device=self.device)
-        self.rows: list[_Row] = []
+        self.rows: list[SampleRow] = []
         self.cache: Any = None  # transformers DynamicCache
         self.attention_mask = self._long((0, 0))
         self.next_pos = self._long((0, 1))
@@ -186,7 +186,7 @@ class DecodeBatch:
         self.forward_calls += 1
         logits = out.logits[:, -1, :].float()
         new_rows = [
-            _Row(limit=int(m), generator=g, handle=h)
+            SampleRow(limit=int(m), generator=g, handle=h)
             for m, g, h in zip(max_tokens, generators, handles, strict=True)
         ]
         if not self.rows:

@@ -14,18 +14,17 @@ the pair in flight and never leaves a half-written file that a rerun would trust
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import hashlib
 import io
 import json
-import os
 import re
 import shutil
-import tempfile
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
+
+from recipe.files import atomic_file, atomic_write_text
 
 # Parameters that must match for a stored pair to be reused.
 RESUME_KEYS = ("k", "temperature", "top_p", "max_tokens", "seed", "problems_fingerprint")
@@ -47,29 +46,6 @@ SUMMARY_COLUMNS = (
     "model_path",
     "wall_s",
 )
-
-
-@contextlib.contextmanager
-def atomic_file(path: Path) -> Iterator[BinaryIO]:
-    """A binary file that replaces ``path`` (fsynced, atomic rename) only when the block succeeds."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` (UTF-8) to ``path`` via a fsynced temporary file and an atomic rename."""
-    with atomic_file(path) as f:
-        f.write(text.encode("utf-8"))
 
 
 def slug(name: str) -> str:
@@ -146,7 +122,7 @@ class ResultStore:
     def rebuild_samples(self) -> Path:
         """Concatenate every complete pair's samples into samples.jsonl (streamed: it can be GBs)."""
         target = self.out_dir / "samples.jsonl"
-        with atomic_file(target) as out:
+        with atomic_file(target, "wb") as out:
             for row in self.summaries():
                 with self.samples_file(row["checkpoint"], row["dataset"]).open("rb") as src:
                     shutil.copyfileobj(src, out)

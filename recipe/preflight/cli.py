@@ -20,6 +20,7 @@ import sys
 import time
 from pathlib import Path
 
+from recipe.files import REPO_ROOT
 from recipe.preflight.environment import Environment, probe
 from recipe.preflight.report import Row, actor_rows, environment_rows, failed, render
 from recipe.proc import Stopped, restore_default_signals, start_group, stop_signals_forwarded
@@ -100,7 +101,7 @@ def actor_stage(
     result_path.unlink(missing_ok=True)
     start = time.perf_counter()
     cmd = [sys.executable, "-m", "recipe.preflight.actor_stage", json.dumps(spec), str(result_path)]
-    root = str(Path(__file__).resolve().parents[2])  # this checkout, importable without `pip install -e`
+    root = str(REPO_ROOT)  # this checkout, importable without `pip install -e`
     env_vars = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p),

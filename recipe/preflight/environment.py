@@ -11,7 +11,8 @@ import json
 import subprocess
 import sys
 from dataclasses import dataclass
-from pathlib import Path
+
+from recipe.files import REPO_ROOT
 
 # (import name, distribution name, needed by, what to install when missing)
 PACKAGES = (
@@ -127,7 +128,7 @@ def probe(timeout_s: float = 300.0) -> Environment:
         capture_output=True,
         text=True,
         timeout=timeout_s,
-        cwd=Path(__file__).resolve().parents[2],  # not the caller's folder: a ./ray folder is no Ray
+        cwd=REPO_ROOT,  # not the caller's folder: a ./ray folder is no Ray
     )
     line = next((x for x in proc.stdout.splitlines() if x.startswith("PROBE")), None)
     if line is None:

@@ -19,6 +19,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from recipe.files import REPO_ROOT
+
 VARIANTS = {
     "before (verl plain log-probs)": ["actor_rollout_ref.model.use_fused_kernels=false"],
     "after (fused, torch backend)": [],
@@ -28,7 +30,7 @@ VARIANTS = {
 def run_variant(spec: dict[str, Any], overrides: list[str], work: Path) -> dict[str, Any]:
     out = work / "result.json"
     spec = {**spec, "overrides": [*spec["overrides"], *overrides], "parity": False}
-    root = str(Path(__file__).resolve().parents[2])
+    root = str(REPO_ROOT)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
     proc = subprocess.run(
         [sys.executable, "-m", "recipe.preflight.actor_stage", json.dumps(spec), str(out)],

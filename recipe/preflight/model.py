@@ -1,6 +1,6 @@
 """A random-weight model folder of a given shape, with a tokenizer that decodes every token id.
 
-The tokenizer is byte-level Qwen2 BPE with a ChatML template (recipe/study/testbed/tokenizer.py's
+The tokenizer is byte-level Qwen2 BPE with a ChatML template (recipe/models/chatml.py's
 alphabet and specials): prompts encode to one token per byte. Its vocabulary is padded with
 filler tokens (strings of two or three byte symbols, never produced by encoding) up to the
 model's ``vocab_size``, so that whatever a random model samples decodes, as the rollout and the
@@ -16,14 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from recipe.files import atomic_dir
-from recipe.study.testbed.tokenizer import (
-    CHATML_TEMPLATE,
-    ENDOFTEXT,
-    IM_END,
-    IM_START,
-    SPECIAL_TOKENS,
-    bytes_to_unicode,
-)
+from recipe.models.chatml import ENDOFTEXT, IM_END, SPECIAL_TOKENS, bytes_to_unicode, qwen2_chatml_tokenizer
 
 _MARKER = "preflight_model.json"
 
@@ -49,18 +42,7 @@ def padded_vocab(size: int) -> dict[str, int]:
 
 def build_tokenizer(vocab_size: int) -> Any:
     """Byte-level ``Qwen2Tokenizer`` of exactly ``vocab_size`` ids; eos ``<|im_end|>``, pad ``<|endoftext|>``."""
-    from transformers.models.qwen2.tokenization_qwen2 import Qwen2Tokenizer
-
-    tokenizer = Qwen2Tokenizer(
-        vocab=padded_vocab(vocab_size),
-        merges=[],
-        unk_token=ENDOFTEXT,
-        eos_token=IM_END,
-        pad_token=ENDOFTEXT,
-        additional_special_tokens=[IM_START],
-    )
-    tokenizer.chat_template = CHATML_TEMPLATE
-    return tokenizer
+    return qwen2_chatml_tokenizer(padded_vocab(vocab_size))
 
 
 def shape_key(shape: dict[str, Any], dtype: str, seed: int) -> str:

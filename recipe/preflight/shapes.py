@@ -64,7 +64,7 @@ KNOWN: dict[str, dict[str, Any]] = {
     },
 }
 
-# Two narrow layers (4 query heads, 2 KV heads, as tests/tiny_model.py) under the named vocabulary.
+# Two narrow layers (4 query heads, 2 KV heads, as recipe/models/tiny.py) under the named vocabulary.
 TINY = {
     "hidden_size": 64,
     "intermediate_size": 128,

@@ -21,6 +21,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from recipe.copo.config_check import CONFIG_DIR
+from recipe.files import REPO_ROOT
 from recipe.proc import start_group, stop_group
 
 STEPS = 2
@@ -133,7 +134,7 @@ def run_trainer(
     cmd = [sys.executable, "-m", "recipe.copo.main_copo", "--config-name", config_name, *extra]
     start = time.perf_counter()
     with open(log, "w") as out:
-        proc = start_group(cmd, cwd=Path(CONFIG_DIR).parents[2], env=env, stdout=out, stderr=out)
+        proc = start_group(cmd, cwd=REPO_ROOT, env=env, stdout=out, stderr=out)
         try:
             rc = proc.wait(timeout=timeout_s)
         except BaseException:
@@ -164,7 +165,7 @@ def trainer_env(device: str) -> dict[str, str]:
             "PYTHONUNBUFFERED": "1",
         }
     )
-    root = str(Path(CONFIG_DIR).parents[2])
+    root = str(REPO_ROOT)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
     if device == "cpu":
         env.pop("CUDA_VISIBLE_DEVICES", None)  # Ray refuses its logical GPU when this is ""

@@ -32,6 +32,7 @@ from recipe import proc as procs
 from recipe.cpu_backend.job_env import cpu_job_env
 from recipe.cpu_backend.roofline import roofline_gflops
 from recipe.cpu_backend.settings import worker_threads
+from recipe.files import REPO_ROOT, atomic_write_text
 from recipe.quickstart.report import (
     SCORE_KEY,
     STEP_TIME_KEY,
@@ -42,7 +43,6 @@ from recipe.quickstart.report import (
 )
 from recipe.tracking.jsonl import read_metrics_jsonl, val_accuracy
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 VAL_DIR = "val_generations"
 # --algo: the estimator and the policy loss it pairs with (the quickstart sits below recipe.copo in the
 # layering table, so this repeats two rows of recipe/copo/estimators.py; a test keeps them equal).
@@ -239,9 +239,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
             f"{comparison['improved']} prompts fixed, {comparison['worsened']} broken "
             f"(McNemar p={comparison['mcnemar_p']:.2g})"
         )
-    tmp = out / "summary.json.tmp"
-    tmp.write_text(json.dumps(summary, indent=2) + "\n")
-    os.replace(tmp, out / "summary.json")
+    atomic_write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
     print(f"[{args.label}] metrics (one JSON line per step): {metrics}")
     print(f"[{args.label}] checkpoint: {out / 'checkpoints'}")
     print(f"[{args.label}] tensorboard: tensorboard --logdir {summary['tensorboard']}")

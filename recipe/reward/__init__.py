@@ -9,8 +9,11 @@ consistency entropy. ``compute_score_batch`` scores N responses at once (evaluat
 Modules: ``extract`` (which final answer: the response's last ``\\boxed{}``/``Answer:``/"final answer is"
 marker, else a whole-expression fallback), ``normalize`` (its canonical ``pred``), ``latex_scan`` (linear-time
 boxes and math spans), ``score`` (verdicts, cache, metrics), ``pool`` (killable math-verify processes),
-``_worker`` (the process those run).
+``_worker`` (the process those run). ``suites/`` (package data, ``SUITES_DIR``): the labelled reward suites
+that the tests and ``recipe.bench.reward`` score.
 """
+
+from pathlib import Path
 
 from recipe.reward.score import (
     DEFAULT_TIMEOUT_S,
@@ -22,8 +25,12 @@ from recipe.reward.score import (
     shutdown_pool,
 )
 
+# The labelled reward suites (package data): read by tests/recipe/reward/test_reward_suite.py and the bench.
+SUITES_DIR = Path(__file__).with_name("suites")
+
 __all__ = [
     "DEFAULT_TIMEOUT_S",
+    "SUITES_DIR",
     "compute_score",
     "compute_score_batch",
     "reward_metrics",

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from recipe import proc
+from recipe.files import atomic_write_text
 from recipe.tracking import names
 from recipe.tracking.jsonl import read_metrics_jsonl, val_accuracy
 
@@ -74,9 +75,7 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 
 
 def _write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def _jsonable(fingerprint: Mapping[str, Any]) -> Any:

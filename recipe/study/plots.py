@@ -17,12 +17,32 @@ Row = dict[str, str]
 # method -> seed -> {step: (x, y)}
 Curves = dict[str, dict[str, dict[int, tuple[float, float]]]]
 
+# the testbed studies' colour of each method (v2 and v3 figures)
+METHOD_COLORS = {
+    "grpo": "tab:blue",
+    "copo_soft_with_zero": "tab:red",
+    "copo_soft": "tab:orange",
+    "dapo_filter": "tab:green",
+}
 SIGNAL_PANELS = (
     ("frac_nonzero_adv", "responses with non-zero advantage"),
     ("frac_groups_all_correct", "groups all correct"),
     ("frac_groups_all_wrong", "groups all wrong"),
     ("generated_per_useful", "generated samples per useful sample"),
 )
+
+
+def pyplot():
+    """matplotlib's pyplot on the Agg backend with the testbed studies' figure style."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update(
+        {"figure.dpi": 100, "savefig.dpi": 100, "axes.grid": True, "grid.alpha": 0.3, "font.size": 9}
+    )
+    return plt
 
 
 def read_steps(path: str | Path) -> list[Row]:

@@ -33,11 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from recipe import proc as procs
+from recipe.files import REPO_ROOT
 from recipe.quickstart import run as quickstart
 from recipe.study.methods import METHODS, method_estimator
 from recipe.study.smollm2_summary import run_name, summarize
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 # Small-and-easy and long-and-hard arithmetic, so SmolLM2 produces all-correct and all-wrong groups.
 TASKS = "basic_arithmetic@easy,chain_sum@easy,basic_arithmetic@hard,chain_sum@hard"
@@ -266,7 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     census.add_argument("--docs", type=Path, default=REPO_ROOT / "docs" / "study_cpu", help="census.csv/md")
     sub.add_parser("tasks", help="print the reasoning-gym tasks of the study's data (for study_cpu.sh)")
-    # Listed for --help only: main() hands `testbed ...` to recipe/study/testbed/cli.py.
+    # Listed for --help only: scripts/study_cpu.py hands `testbed ...` to recipe/study/testbed/cli.py.
     sub.add_parser("testbed", help="the controlled study on a small trained policy (testbed --help)")
     return parser
 
@@ -274,10 +273,6 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     procs.restore_default_signals()  # a background launch inherits SIGINT ignored (recipe.proc)
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["testbed"]:  # the controlled study: recipe/study/testbed/cli.py
-        from recipe.study.testbed.cli import main as testbed_main
-
-        return testbed_main(argv[1:])
     args = build_parser().parse_args(argv)
     if args.command == "tasks":
         print(TASKS)

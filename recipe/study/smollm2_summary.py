@@ -12,9 +12,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from recipe.files import REPO_ROOT
 from recipe.study.steps import STEP_COLUMNS, step_rows, write_csv
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_name(method: str, seed: int) -> str:

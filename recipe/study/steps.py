@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import csv
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from recipe.files import atomic_file
 from recipe.tracking import names
 from recipe.tracking.jsonl import read_metrics_jsonl, val_accuracy
 
@@ -62,11 +62,8 @@ def step_rows(
 
 def write_csv(path: Path, rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> None:
     """``rows`` as CSV with ``columns`` (others ignored), floats to 6 significant digits; atomic."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", newline="") as f:
+    with atomic_file(path, newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(columns), extrasaction="ignore")
         writer.writeheader()
         for row in rows:
             writer.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
-    os.replace(tmp, path)

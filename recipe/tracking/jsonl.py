@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from recipe.files import atomic_file
 from recipe.tracking.names import VAL_PREFIX
 
 
@@ -150,12 +151,8 @@ class JsonlMetricsWriter:
             original = f.read()
         if len(keep) != len(rows) or "".join(line for _, line in rows) != original:
             shutil.copyfile(self.path, f"{self.path}.bak-{int(time.time())}")
-            tmp = f"{self.path}.tmp-{os.getpid()}"
-            with open(tmp, "w", encoding="utf-8") as f:
+            with atomic_file(self.path) as f:  # a crash leaves the old file or the new
                 f.writelines(line for _, line in keep)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)  # atomic: a crash leaves the old or the new file
         self.written_steps = {step for step, _ in keep if step is not None}
 
     def write(self, data: Mapping[str, Any], step: int) -> bool:

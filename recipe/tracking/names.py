@@ -25,13 +25,39 @@ VAL_PREFIX = "val-core/"
 SCORE_MEAN = "critic/score/mean"  # mean verifier score: the training accuracy for a 1/0 reward
 REWARD_MEAN = "critic/rewards/mean"  # what the advantage sees (the score unless a KL penalty is added)
 RESPONSE_LENGTH_MEAN = "response_length/mean"
-STEP_TIME = "timing_s/step"
-TOKEN_ENTROPY = "actor/entropy"
+RESPONSE_LENGTH_MAX = "response_length/max"
+PROMPT_LENGTH_MEAN = "prompt_length/mean"
+PROMPT_LENGTH_MAX = "prompt_length/max"
+TIMING_PREFIX = "timing_s/"  # verl's phase timers: timing_s/<phase>
+STEP_TIME = TIMING_PREFIX + "step"
+TEST_TIME = TIMING_PREFIX + "testing"  # verl's validation timer (v1 trainer_base.fit)
+ACTOR_PREFIX = "actor/"
+TOKEN_ENTROPY = ACTOR_PREFIX + "entropy"
+ACTOR_PG_LOSS = ACTOR_PREFIX + "pg_loss"
+ACTOR_ENTROPY_LOSS = ACTOR_PREFIX + "entropy_loss"
+ACTOR_GRAD_NORM = ACTOR_PREFIX + "grad_norm"
+ACTOR_LR = ACTOR_PREFIX + "lr"
 # DAPO's group filtering: responses generated and then thrown away
-FILTER_GROUPS_DISCARDED = (
-    "training/filter_groups/evicted_samples",
-    "training/filter_groups/discarded_surplus_samples",
-)
+FILTER_GROUPS_EVICTED = "training/filter_groups/evicted_samples"
+FILTER_GROUPS_DISCARDED_SURPLUS = "training/filter_groups/discarded_surplus_samples"
+FILTER_GROUPS_DISCARDED = (FILTER_GROUPS_EVICTED, FILTER_GROUPS_DISCARDED_SURPLUS)
+GENERATED_SAMPLES = "training/generated_samples"  # responses generated, kept or not
+GENERATION_ROUNDS = "training/generation_rounds"  # DAPO's generation rounds of a step
+
+# the fast study trainer (recipe/study/fast/run.py): wall and CPU seconds, and the group census
+PERF_STEP_WALL_S = "perf/step_wall_s"
+PERF_STEP_CPU_S = "perf/step_cpu_s"
+PERF_VAL_WALL_S = "perf/val_wall_s"
+PERF_VAL_CPU_S = "perf/val_cpu_s"
+GROUPS_PREFIX = "groups/"  # groups/<task>/{count,all_correct,all_wrong,zero_variance,accuracy}
+GROUPS_ALL = "all"  # the <task> of every group together
+GROUPS_ALL_ZERO_VARIANCE = f"{GROUPS_PREFIX}{GROUPS_ALL}/zero_variance"
+
+
+def group_prefix(task: str) -> str:
+    """``groups/<task>/``: the prefix of one task's group census (``GROUPS_ALL`` for all tasks)."""
+    return f"{GROUPS_PREFIX}{task}/"
+
 
 # the recipe: each name is a prefix and the key its copo_core function returns
 COPO_KEYS = tuple(COPO_PREFIX + key for key in _core.COPO_METRIC_KEYS)

@@ -58,7 +58,7 @@ def _file_name(dataset: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", dataset).strip("._")
 
 
-def _setup_matplotlib():
+def setup_matplotlib():
     import matplotlib
 
     matplotlib.use("Agg")  # files only: no display on clusters
@@ -108,7 +108,7 @@ def plot_accuracy(
         runs: run -> dataset -> {"mean@N": series} from training validation metrics.
         evals: run -> dataset -> {"mean@k": series, "maj@k": ..., "pass@k": ...} from eval summaries.
     """
-    plt = _setup_matplotlib()
+    plt = setup_matplotlib()
     per_ds: dict[str, list[tuple[str, str, str, Series]]] = {}
     for run, by_ds in evals.items():
         for ds, by_metric in by_ds.items():
@@ -154,7 +154,7 @@ def plot_diagnostics(
     # The reward and signal/ panels alone (any estimator logs them) make no COPO figure.
     if not any(key.startswith(names.COPO_PREFIX) for key, _ in present):
         return None
-    plt = _setup_matplotlib()
+    plt = setup_matplotlib()
     from matplotlib.ticker import MaxNLocator
 
     cols = 3
@@ -225,7 +225,7 @@ def main(argv: list[str] | None = None, *, study_plotter: StudyPlotter | None = 
         if study_plotter is None:
             raise SystemExit("plot_run.py: error: --study: no study plotter given (run scripts/plot_run.py)")
         try:
-            written = study_plotter(args.study, args.out, _setup_matplotlib)
+            written = study_plotter(args.study, args.out, setup_matplotlib)
         except (FileNotFoundError, ValueError) as err:
             raise SystemExit(f"plot_run.py: error: --study: {err}") from err
         for path in written:

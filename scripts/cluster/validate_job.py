@@ -6,12 +6,8 @@ The code lives in ``recipe.copo.validate_job``.
 """
 
 import sys
-from pathlib import Path
 
-# This checkout's `recipe`, also for a python the project is not installed in (submit.sh --dry-run).
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from recipe.copo.validate_job import main  # noqa: E402
+from recipe.copo.validate_job import main  # the set-up installs the project (pip install -e)
 
 if __name__ == "__main__":
     sys.exit(main())

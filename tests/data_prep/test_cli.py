@@ -150,8 +150,9 @@ def test_crash_during_write_keeps_old_file(tmp_path: Path, monkeypatch):
     target = tmp_path / "aime24.parquet"
     before = target.read_bytes()
 
-    def crash(table, where, **kwargs):
-        Path(where).write_bytes(b"PAR1 half a file")  # partial output, then the process "dies"
+    def crash(table, where, **kwargs):  # ``where``: a path or an open binary file
+        half = b"PAR1 half a file"  # partial output, then the process "dies"
+        where.write(half) if hasattr(where, "write") else Path(where).write_bytes(half)
         raise KeyboardInterrupt
 
     monkeypatch.setattr(io.pq, "write_table", crash)
@@ -225,7 +226,7 @@ def test_parquet_loads_in_verl_rl_dataset(tmp_path: Path):
     from omegaconf import OmegaConf
     from verl.utils.dataset.rl_dataset import RLHFDataset
 
-    from tests.tiny_model import build_tiny_tokenizer
+    from recipe.models.tiny import build_tiny_tokenizer
 
     assert cli.main(["math500", "--out", str(tmp_path), "--source", str(FIX / "math500.jsonl")]) == 0
     config = OmegaConf.create(

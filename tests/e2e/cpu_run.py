@@ -88,7 +88,7 @@ def tiny_recipe_overrides(tmp_path: Path, *, steps: int = 2) -> tuple[list[str],
     of a short ``main_copo --config-name copo_cpu`` run (4 prompts x 4 responses, mini-batches of 2
     prompts and micro-batches of 2 responses so every group is split, parity reward, no
     checkpoints) and the run folder, whose ``metrics.jsonl`` holds one line per step."""
-    from tests.tiny_model import build_tiny_qwen2
+    from recipe.models.tiny import build_tiny_qwen2
 
     model = build_tiny_qwen2(tmp_path / "tiny")
     train = write_prompt_parquet(tmp_path / "train.parquet", 16, seed=0)

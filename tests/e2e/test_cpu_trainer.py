@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from recipe.models.tiny import build_tiny_qwen2
 from tests.e2e.cpu_run import PARITY_REWARD, RunResult, read_jsonl, run_module, write_prompt_parquet
-from tests.tiny_model import build_tiny_qwen2
 
 pytestmark = pytest.mark.e2e
 

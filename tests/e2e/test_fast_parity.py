@@ -34,12 +34,12 @@ import torch
 
 from recipe.copo.config_check import compose_and_validate
 from recipe.copo.fields import COPO_FIELDS
+from recipe.models.tiny import ModelShape
 from recipe.study.fast.settings import FastSettings
 from recipe.study.fast.update import UpdateBatch, compute_advantages, policy_loss, response_log_probs
 from recipe.study.methods import METHODS
 from recipe.study.testbed import build as testbed_build
 from recipe.study.testbed.mixed import MixedTaskSpec
-from recipe.study.testbed.model import ModelShape
 from recipe.study.testbed.sft import SFTSpec
 from tests.e2e.cpu_run import PARITY_REWARD, REPO_ROOT, cpu_env, read_jsonl
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.tiny_model import build_tiny_qwen2
+from recipe.models.tiny import build_tiny_qwen2
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
 

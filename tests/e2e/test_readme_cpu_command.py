@@ -49,7 +49,7 @@ def test_readme_command_is_the_documented_one() -> None:
 
 
 def test_readme_command_runs_as_written_on_the_tiny_model(tmp_path: Path) -> None:
-    from tests.tiny_model import build_tiny_qwen2
+    from recipe.models.tiny import build_tiny_qwen2
 
     paths = {
         "actor_rollout_ref.model.path": str(build_tiny_qwen2(tmp_path / "tiny")),

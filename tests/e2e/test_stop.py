@@ -57,7 +57,7 @@ def _sigterm_after_step_one(cmd: list[str], env: dict[str, str], metrics: list[P
 
 @pytest.mark.timeout(RUN_TIMEOUT_S + 300)
 def test_sigterm_to_quickstart_sh_mid_step_stops_everything(tmp_path: Path) -> None:
-    from tests.tiny_model import build_tiny_qwen2
+    from recipe.models.tiny import build_tiny_qwen2
 
     env = {
         **cpu_env(),
@@ -81,7 +81,7 @@ def test_sigterm_to_quickstart_sh_mid_step_stops_everything(tmp_path: Path) -> N
 
 @pytest.mark.timeout(RUN_TIMEOUT_S + 300)
 def test_sigterm_to_smollm2_study_driver_mid_step_stops_everything(tmp_path: Path) -> None:
-    from tests.tiny_model import build_tiny_qwen2
+    from recipe.models.tiny import build_tiny_qwen2
 
     env = cpu_env()
     data = tmp_path / "data"

@@ -10,10 +10,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from recipe.models.tiny import ModelShape
 from recipe.proc import Stopped
 from recipe.study.driver import run_jobs
 from recipe.study.testbed import build as testbed_build
-from recipe.study.testbed.model import ModelShape
 from recipe.study.testbed.runs import make_jobs
 from recipe.study.testbed.sft import SFTSpec
 from recipe.study.testbed.task import TaskSpec

@@ -58,7 +58,7 @@ class TinyRun:
 
 def build_inputs(folder: Path) -> tuple[Path, Path, Path]:
     """The model and the train/val parquets every fault run shares: (model, train, val)."""
-    from tests.tiny_model import build_tiny_qwen2
+    from recipe.models.tiny import build_tiny_qwen2
 
     model = build_tiny_qwen2(folder / "model", **MODEL_SHAPE)
     train = write_prompt_parquet(folder / "train.parquet", 16, seed=0)

@@ -15,6 +15,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from recipe.files import atomic_write_text
 from tests.faults import session
 from tests.paths import REPO
 
@@ -85,10 +86,9 @@ def record(
         cores=os.cpu_count() or 0,
     )
     folder = records_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f".{key}.json.tmp"
-    tmp.write_text(json.dumps({**asdict(entry), "written_at": time.time()}, indent=1) + "\n")
-    os.replace(tmp, folder / f"{key}.json")
+    atomic_write_text(
+        folder / f"{key}.json", json.dumps({**asdict(entry), "written_at": time.time()}, indent=1) + "\n"
+    )
     session.on_record(folder)
     return entry
 

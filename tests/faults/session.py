@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from recipe.files import atomic_write_text
 from tests.paths import REPO
 
 SESSION_FILE = "_session.json"  # never a record's name: keys start with a letter or digit
@@ -76,8 +77,8 @@ def _roofline() -> tuple[float, int]:
     import torch
 
     from recipe.cpu_backend.roofline import roofline_gflops
+    from recipe.models.tiny import build_tiny_qwen2
     from tests.faults.harness import MODEL_SHAPE
-    from tests.tiny_model import build_tiny_qwen2
 
     if "model" not in _state:
         _state["tmp"] = tempfile.TemporaryDirectory(prefix="fault_roofline_")
@@ -141,11 +142,8 @@ def _write(folder: Path, count: int, outcomes: dict[str, int], roofline_end: flo
         roofline_end=roofline_end,
         threads=threads,
     )
-    folder.mkdir(parents=True, exist_ok=True)
     path = folder / SESSION_FILE
-    tmp = folder / f".{SESSION_FILE}.tmp"
-    tmp.write_text(json.dumps(asdict(session), indent=1) + "\n")
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(asdict(session), indent=1) + "\n")
     return path
 
 

@@ -24,10 +24,10 @@ import pytest
 import torch
 
 from recipe.evaluation.runner import HOLD_MESSAGE, HOLD_PAIR_ENV
+from recipe.models.tiny import build_tiny_qwen2
 from tests.e2e.stopping import leftovers_after, start_tagged
 from tests.faults.records import record
 from tests.paths import REPO
-from tests.tiny_model import build_tiny_qwen2
 
 pytestmark = [pytest.mark.faults, pytest.mark.ci]
 

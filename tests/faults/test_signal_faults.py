@@ -75,7 +75,7 @@ def training(runs: list[Path]) -> Callable[[], bool]:
 
 @pytest.fixture(scope="session")
 def small_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from tests.tiny_model import build_tiny_qwen2
+    from recipe.models.tiny import build_tiny_qwen2
 
     return build_tiny_qwen2(tmp_path_factory.mktemp("small") / "tiny")
 

@@ -1,14 +1,17 @@
-"""recipe.files.atomic_dir and recipe.cache.cache_root: a folder appears whole or not at all."""
+"""recipe.files (atomic_file, atomic_write_text, atomic_dir, REPO_ROOT) and recipe.cache.cache_root:
+a file or folder appears whole or not at all."""
 
 from __future__ import annotations
 
+import os
 import stat
 from pathlib import Path
 
 import pytest
 
+from recipe import files
 from recipe.cache import CACHE_ENV, cache_root
-from recipe.files import atomic_dir
+from recipe.files import REPO_ROOT, atomic_dir, atomic_file, atomic_write_text
 
 
 def test_atomic_dir_replaces_the_target_only_when_the_block_succeeds(tmp_path: Path) -> None:
@@ -30,6 +33,43 @@ def test_atomic_dir_replaces_the_target_only_when_the_block_succeeds(tmp_path: P
     with atomic_dir(target) as tmp:
         (tmp / "config.json").write_text('{"v": 2}')
     assert sorted(p.name for p in target.iterdir()) == ["config.json"]
+
+
+def test_atomic_file_replaces_the_target_only_when_the_block_succeeds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "sub" / "summary.json"
+    synced: list[int] = []
+    real_fsync = os.fsync
+
+    def record(fd: int) -> None:
+        synced.append(stat.S_IFMT(os.fstat(fd).st_mode))
+        real_fsync(fd)
+
+    monkeypatch.setattr(files.os, "fsync", record)
+    atomic_write_text(target, "old\n")  # parents are created
+    assert target.read_text() == "old\n"
+    assert synced == [stat.S_IFREG, stat.S_IFDIR]  # the file, then the folder holding the new name
+    plain = tmp_path / "plain"
+    plain.write_text("")
+    assert stat.S_IMODE(target.stat().st_mode) == stat.S_IMODE(plain.stat().st_mode)  # umask, not 0o600
+    with pytest.raises(RuntimeError, match="boom"), atomic_file(target) as f:
+        f.write("half")
+        raise RuntimeError("boom")
+    assert target.read_text() == "old\n"
+    assert sorted(p.name for p in target.parent.iterdir()) == ["summary.json"]  # no temporary file left
+    with atomic_file(target, "wb") as f:
+        f.write("é".encode())
+    assert target.read_bytes() == "é".encode()
+    with atomic_file(target, newline="") as f:  # text mode passes newline through (csv needs "")
+        f.write("a\r\nb")
+    assert target.read_bytes() == b"a\r\nb"
+    with pytest.raises(ValueError, match="mode"), atomic_file(target, "a"):
+        pass
+
+
+def test_repo_root_is_the_checkout() -> None:
+    assert (REPO_ROOT / "setup.py").is_file() and (REPO_ROOT / "recipe" / "files.py").is_file()
 
 
 def test_cache_root_reads_copo_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from recipe.cpu_backend.sampling import DecodeBatch, Sample, SamplingParams, _Row
+from recipe.cpu_backend.sampling import DecodeBatch, Sample, SampleRow, SamplingParams
 from recipe.study.fast.data import Prompt
 
 
@@ -87,7 +87,7 @@ class ForkedDecode(DecodeBatch):
         assert self.next_logits is not None
         self.next_logits = self.next_logits[index]
         self.rows = [
-            _Row(limit=max_tokens, generator=generator, handle=(p, j))
+            SampleRow(limit=max_tokens, generator=generator, handle=(p, j))
             for p in range(len(prompts))
             for j in range(n)
         ]

@@ -48,12 +48,12 @@ METRICS = "metrics.jsonl"
 ROLLOUT_STREAM, VALIDATION_STREAM = 1, 2
 
 
-def group_census(groups: Sequence[Group], prefix: str = "groups/") -> dict[str, float]:
+def group_census(groups: Sequence[Group], prefix: str = names.GROUPS_PREFIX) -> dict[str, float]:
     """Per task (``data_source``) and over all: shares of all-correct, all-wrong and zero-variance groups."""
     by_task: dict[str, list[Group]] = defaultdict(list)
     for g in groups:
         by_task[g.prompt.data_source].append(g)
-        by_task["all"].append(g)
+        by_task[names.GROUPS_ALL].append(g)
     out: dict[str, float] = {}
     for task, mine in by_task.items():
         n = len(mine)
@@ -150,10 +150,10 @@ class FastRun:
         metrics[names.RESPONSE_LENGTH_MEAN] = float(batch.response_mask.sum(-1).mean())
         metrics.update(group_census(sample.generated))
         metrics.update(group_census(sample.kept, prefix="batch_groups/"))
-        metrics["training/generated_samples"] = float(sum(len(g.responses) for g in sample.generated))
-        metrics["training/filter_groups/evicted_samples"] = float(len(sample.evicted))
-        metrics["training/filter_groups/discarded_surplus_samples"] = float(len(sample.surplus))
-        metrics["training/generation_rounds"] = float(sample.rounds)
+        metrics[names.GENERATED_SAMPLES] = float(sum(len(g.responses) for g in sample.generated))
+        metrics[names.FILTER_GROUPS_EVICTED] = float(len(sample.evicted))
+        metrics[names.FILTER_GROUPS_DISCARDED_SURPLUS] = float(len(sample.surplus))
+        metrics[names.GENERATION_ROUNDS] = float(sample.rounds)
         return metrics
 
 
@@ -181,8 +181,8 @@ def run(config: Any, out_dir: str | Path) -> dict[str, Any]:
         val_steps.append(step)
         val_correct.append(correct)
         row.update(validation_metrics(fast.val, correct, n))
-        row["perf/val_wall_s"] = time.monotonic() - t_wall
-        row["perf/val_cpu_s"] = time.process_time() - t_cpu
+        row[names.PERF_VAL_WALL_S] = time.monotonic() - t_wall
+        row[names.PERF_VAL_CPU_S] = time.process_time() - t_cpu
 
     try:
         if s.val_before_train:
@@ -192,15 +192,15 @@ def run(config: Any, out_dir: str | Path) -> dict[str, Any]:
         for step in range(1, s.steps + 1):
             t_wall, t_cpu = time.monotonic(), time.process_time()
             row = fast.step(step)
-            row["perf/step_wall_s"] = time.monotonic() - t_wall
-            row["perf/step_cpu_s"] = time.process_time() - t_cpu
-            row[names.STEP_TIME] = row["perf/step_wall_s"]
+            row[names.PERF_STEP_WALL_S] = time.monotonic() - t_wall
+            row[names.PERF_STEP_CPU_S] = time.process_time() - t_cpu
+            row[names.STEP_TIME] = row[names.PERF_STEP_WALL_S]
             if (s.test_freq > 0 and step % s.test_freq == 0) or step == s.steps:
                 validate_into(step, row)
             writer.write(row, step=step)
             print(
                 f"[fast] step {step}/{s.steps}  train acc {row[names.SCORE_MEAN]:.3f}  "
-                f"zero-var {row['groups/all/zero_variance']:.2f}  {row['perf/step_wall_s']:.2f} s",
+                f"zero-var {row[names.GROUPS_ALL_ZERO_VARIANCE]:.2f}  {row[names.PERF_STEP_WALL_S]:.2f} s",
                 flush=True,
             )
     finally:

@@ -25,6 +25,7 @@ from recipe.copo.fields import COPO_FIELDS, GLOBAL_ADV, LOCAL_ADV, LOCAL_WEIGHT
 from recipe.copo.step import StepBatch, advantage_step
 from recipe.study.fast.rollout import Group
 from recipe.study.fast.settings import FastSettings
+from recipe.tracking import names
 
 
 @dataclass
@@ -224,9 +225,9 @@ def policy_loss(
         )
         return loss, {k: float(v) for k, v in metrics.items()}
     from copo_core import copo_policy_loss
-    from recipe.copo.actor_loss import _clip_ratios
+    from recipe.copo.actor_loss import clip_ratios
 
-    low, high, c = _clip_ratios(actor)
+    low, high, c = clip_ratios(actor)
     loss, metrics = copo_policy_loss(
         batch.old_log_probs,
         log_prob,
@@ -297,8 +298,10 @@ def train_on_batch(
     loss, loss_metrics = policy_loss(settings, batch, log_prob, fields)
     loss.backward()
     grad_norm, lr = optimizer_step(model, optimizer, scheduler, float(settings.actor.optim.clip_grad))
-    metrics = {f"actor/{k}": v for k, v in loss_metrics.items()}
-    metrics.update({"actor/pg_loss": float(loss.detach()), "actor/grad_norm": grad_norm, "actor/lr": lr})
+    metrics = {names.ACTOR_PREFIX + k: v for k, v in loss_metrics.items()}
+    metrics.update(
+        {names.ACTOR_PG_LOSS: float(loss.detach()), names.ACTOR_GRAD_NORM: grad_norm, names.ACTOR_LR: lr}
+    )
     metrics.update(fields["metrics"])
     metrics["_advantages"] = fields["advantages"]  # type: ignore[assignment]  # popped by the caller
     return metrics

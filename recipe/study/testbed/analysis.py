@@ -29,10 +29,11 @@ from recipe import stats
 from recipe.study.methods import BASELINE
 from recipe.study.steps import STEP_COLUMNS, step_rows, write_csv
 from recipe.study.testbed.runs import run_name
+from recipe.tracking import names
 
 # "steps to threshold": first validated step at >= step-0 accuracy + this many accuracy points.
 THRESHOLD_GAIN = 0.05
-TEST_TIME_KEY = "timing_s/testing"  # verl's validation timer (v1 trainer_base.fit)
+TEST_TIME_KEY = names.TEST_TIME
 STATISTICS = (
     ("final_acc", "final accuracy", 100, "%"),
     ("auc", "area under the curve (mean accuracy over training)", 100, "%"),

@@ -26,8 +26,8 @@ from typing import Any
 from data_prep.schema import BOXED_INSTRUCTION
 from recipe.cache import cache_root as copo_cache_root
 from recipe.files import atomic_dir
+from recipe.models.tiny import ModelShape, build_model
 from recipe.study.testbed.mixed import MixedTaskSpec
-from recipe.study.testbed.model import ModelShape, build_model
 from recipe.study.testbed.noisy import NoisyTaskSpec
 from recipe.study.testbed.sft import SFTSpec, train_sft
 from recipe.study.testbed.task import OPS, Problem, TaskSpec, make_splits, write_data

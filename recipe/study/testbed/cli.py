@@ -15,9 +15,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from recipe.files import REPO_ROOT
 from recipe.study.methods import METHODS, parse_methods
 from recipe.study.testbed.build import TestbedSpec, ensure_testbed, locate_testbed
-from recipe.study.testbed.runs import REPO_ROOT, make_jobs, planned_steps, workload
+from recipe.study.testbed.runs import make_jobs, planned_steps, workload
 
 DEFAULT_RUNS = REPO_ROOT / "runs" / "study_testbed"
 DEFAULT_DOCS = REPO_ROOT / "docs" / "study_cpu" / "testbed"
@@ -98,7 +99,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_summarize(args: argparse.Namespace) -> int:
     from recipe.study.plots import plot_testbed
     from recipe.study.testbed.analysis import summarize
-    from recipe.tracking.plots import _setup_matplotlib
+    from recipe.tracking.plots import setup_matplotlib
 
     pinned = workload()
     test_freq = int(pinned.trainer.test_freq)
@@ -117,7 +118,7 @@ def cmd_summarize(args: argparse.Namespace) -> int:
         threshold_gain=args.threshold_gain,
         budget_note=note,
     )
-    plot_testbed(args.docs / "steps.csv", args.docs, _setup_matplotlib)
+    plot_testbed(args.docs / "steps.csv", args.docs, setup_matplotlib)
     print((args.docs / "summary.md").read_text())
     print(f"[study] {len(result['runs'])} runs summarized into {args.docs}")
     return 0

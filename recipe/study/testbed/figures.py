@@ -1,7 +1,7 @@
 """Every figure the docs state about the v1 testbed study (2026-11-24), from its committed CSVs.
 
 ``docs/STUDY_CPU.md`` and ``README.md`` include these fragments between ``<!-- generated: testbed/NAME -->``
-markers (``recipe.study.testbed2.docs``); ``tests/recipe/study/test_study_docs.py`` re-derives them from
+markers (``recipe.study.common.docs``); ``tests/recipe/study/test_study_docs.py`` re-derives them from
 ``docs/study_cpu/testbed/{runs,signal}.csv`` and compares. The provenance line names the commit that
 added the results, read from git (the runs themselves record no commit).
 """
@@ -13,10 +13,10 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from recipe.files import REPO_ROOT
 from recipe.study.census import census_markdown, read_census
 from recipe.study.methods import BASELINE
 from recipe.study.testbed import analysis
-from recipe.study.testbed.runs import REPO_ROOT
 
 DOCS = REPO_ROOT / "docs" / "study_cpu" / "testbed"
 DAPO, COPO_MODES = "dapo_filter", ("copo_soft_with_zero", "copo_soft", "copo_global_only")

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from data_prep.io import write_parquet_atomic
 from data_prep.schema import make_row
-from recipe.study.testbed.task import OPS, Level, Problem, _draw, _draw_unique, distinct_problems
+from recipe.study.testbed.task import OPS, Level, Problem, distinct_problems, draw, draw_unique
 
 DATA_SOURCE_PREFIX = "testbed2/"
 _SYMBOL = {"add": "+", "max": "|"}
@@ -174,18 +174,18 @@ class MixedTaskSpec:
         rng = random.Random(self.seed)
         taken: set[tuple[str, int, int]] = set()
 
-        def draw(total_per_task: int) -> list[tuple[str, Problem]]:
+        def draw_split(total_per_task: int) -> list[tuple[str, Problem]]:
             out = []
             for task in self.tasks:
                 for level, count in zip(task.levels, task.counts(total_per_task), strict=True):
                     out += [
                         (task.name, _as_spec(p, self.instruction))
-                        for p in _draw_unique(rng, level, count, taken)
+                        for p in draw_unique(rng, level, count, taken)
                     ]
             return out
 
-        val = draw(self.val_per_task)
-        train = draw(self.train_per_task)
+        val = draw_split(self.val_per_task)
+        train = draw_split(self.train_per_task)
         rng.shuffle(train)
         return MixedSplits(self, val, train, rng, taken)
 
@@ -213,9 +213,9 @@ class MixedSplits:
         weights += list(spec.sft_only_weights)
         while True:
             level = rng.choices(choices, weights=weights)[0]
-            problem = _draw(rng, level)
+            problem = draw(rng, level)
             while problem.key in self._taken:
-                problem = _draw(rng, level)
+                problem = draw(rng, level)
             yield _as_spec(problem, spec.instruction)
 
     def write(self, out_dir: Path) -> tuple[Path, Path]:

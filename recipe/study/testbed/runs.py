@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from recipe.cpu_backend.job_env import cpu_job_env
+from recipe.files import REPO_ROOT
 from recipe.study.driver import METRICS, Job
 from recipe.study.methods import METHODS
 from recipe.study.testbed.build import Testbed
 
 CONFIG_NAME = "testbed_cpu"
-REPO_ROOT = Path(__file__).resolve().parents[3]
 CONFIG_PATH = REPO_ROOT / "recipe" / "copo" / "config" / f"{CONFIG_NAME}.yaml"
 # One thread per run: the study runs two at a time on this 2-core machine.
 THREADS = 1

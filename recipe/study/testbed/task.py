@@ -144,7 +144,7 @@ def _number(rng: random.Random, digits: int) -> int:
     return rng.randint(10 ** (digits - 1), 10**digits - 1)
 
 
-def _draw(rng: random.Random, level: Level) -> Problem:
+def draw(rng: random.Random, level: Level) -> Problem:
     op, m, n = level
     while True:
         a, b = _number(rng, m), _number(rng, n)
@@ -155,12 +155,12 @@ def _draw(rng: random.Random, level: Level) -> Problem:
     return Problem(op, a, b, level)
 
 
-def _draw_unique(
+def draw_unique(
     rng: random.Random, level: Level, count: int, taken: set[tuple[str, int, int]]
 ) -> list[Problem]:
     out: list[Problem] = []
     while len(out) < count:
-        problem = _draw(rng, level)
+        problem = draw(rng, level)
         if problem.key not in taken:
             taken.add(problem.key)
             out.append(problem)
@@ -184,9 +184,9 @@ class TaskSplits:
         weights = spec.sft_weights + spec.sft_only_weights
         while True:
             level = rng.choices(levels, weights=weights)[0]
-            problem = _draw(rng, level)
+            problem = draw(rng, level)
             while problem.key in taken:  # redraw within the level, so the level mix stays as weighted
-                problem = _draw(rng, level)
+                problem = draw(rng, level)
             yield problem
 
 
@@ -197,8 +197,8 @@ def make_splits(spec: TaskSpec) -> TaskSplits:
     """
     rng = random.Random(spec.seed)
     taken: set[tuple[str, int, int]] = set()
-    val = [p for level in spec.levels for p in _draw_unique(rng, level, spec.val_per_level, taken)]
-    train = [p for level in spec.levels for p in _draw_unique(rng, level, spec.train_per_level, taken)]
+    val = [p for level in spec.levels for p in draw_unique(rng, level, spec.val_per_level, taken)]
+    train = [p for level in spec.levels for p in draw_unique(rng, level, spec.train_per_level, taken)]
     rng.shuffle(train)
     return TaskSplits(spec, val, train, rng, taken)
 

@@ -3,7 +3,7 @@
 verl needs a chat template, a newline that encodes to exactly one token
 (verl/utils/tokenizer/continuous_token.py) and, for a ``qwen2`` model, a tokenizer that
 transformers 5 can rebuild as ``Qwen2Tokenizer``. A byte-level vocabulary (256 byte symbols + 3
-specials, as in ``tests/tiny_model.py``) satisfies all three and needs no download.
+specials, ``recipe/models/chatml.py``) satisfies all three and needs no download.
 
 A byte per token would make the project's fixed instruction (``data_prep.schema.BOXED_INSTRUCTION``,
 70 characters) most of every sequence, so merges are learned from the task's own text with the
@@ -17,48 +17,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-ENDOFTEXT = "<|endoftext|>"
-IM_START = "<|im_start|>"
-IM_END = "<|im_end|>"
-SPECIAL_TOKENS = (ENDOFTEXT, IM_START, IM_END)
+from recipe.models.chatml import SPECIAL_TOKENS, bytes_to_unicode, qwen2_chatml_tokenizer
+
 # Room for every word of a small template; the trainer stops earlier when nothing is left to merge.
 MAX_VOCAB = 1024
-
-# Qwen2's ChatML template, reduced to what verl's agent loop and the census use (no tools).
-CHATML_TEMPLATE = (
-    "{% for message in messages %}"
-    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
-)
-
-
-def bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's byte -> printable-character map, the alphabet of ``pre_tokenizers.ByteLevel``."""
-    printable = list(range(ord("!"), ord("~") + 1))
-    printable += list(range(ord("\u00a1"), ord("\u00ac") + 1)) + list(range(ord("\u00ae"), ord("\u00ff") + 1))
-    mapping = {b: chr(b) for b in printable}
-    shift = 0
-    for b in range(256):
-        if b not in mapping:
-            mapping[b] = chr(256 + shift)
-            shift += 1
-    return mapping
-
-
-def _qwen2_tokenizer(vocab: dict[str, int], merges: list[tuple[str, str]]) -> Any:
-    from transformers.models.qwen2.tokenization_qwen2 import Qwen2Tokenizer
-
-    tokenizer = Qwen2Tokenizer(
-        vocab=vocab,
-        merges=merges,
-        unk_token=ENDOFTEXT,
-        eos_token=IM_END,
-        pad_token=ENDOFTEXT,
-        additional_special_tokens=[IM_START],
-    )
-    tokenizer.chat_template = CHATML_TEMPLATE
-    return tokenizer
 
 
 def build_tokenizer(corpus: Sequence[str] = ()) -> Any:
@@ -75,7 +37,7 @@ def build_tokenizer(corpus: Sequence[str] = ()) -> Any:
     symbols = bytes_to_unicode()
     vocab = {token: i for i, token in enumerate(SPECIAL_TOKENS)}
     vocab.update({symbols[b]: len(SPECIAL_TOKENS) + b for b in range(256)})
-    tokenizer = _qwen2_tokenizer(vocab, [])
+    tokenizer = qwen2_chatml_tokenizer(vocab, [])
     if not corpus:
         return tokenizer
     backend = tokenizer._tokenizer  # the Rust tokenizer: same pre-tokenizer as the final one
@@ -89,4 +51,4 @@ def build_tokenizer(corpus: Sequence[str] = ()) -> Any:
     backend.train_from_iterator(list(corpus), trainer)
     model = json.loads(backend.to_str())["model"]
     merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in model["merges"]]
-    return _qwen2_tokenizer(dict(model["vocab"]), merges)
+    return qwen2_chatml_tokenizer(dict(model["vocab"]), merges)

@@ -19,47 +19,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
+from recipe.files import REPO_ROOT
+from recipe.study.common import jobs as study_jobs
+from recipe.study.machine import MACHINE_LOG, committed, record_machine
 from recipe.study.testbed.build import Testbed, ensure_testbed, locate_testbed
-from recipe.study.testbed.runs import REPO_ROOT
-from recipe.study.testbed2 import jobs as study_jobs
 from recipe.study.testbed2 import plan
 
 RUNS = REPO_ROOT / "runs" / "study_testbed2"
 DOCS = REPO_ROOT / "docs" / "study_cpu" / "testbed2"
-MACHINE_LOG = "machine.jsonl"
 PLAN_DOC = REPO_ROOT / "docs" / "STUDY_PLAN.md"
 
 
 def testbed(dry_run: bool = False) -> Testbed:
     return locate_testbed(plan.TESTBED_V2) if dry_run else ensure_testbed(plan.TESTBED_V2)
-
-
-def record_machine(runs: Path, testbed_: Testbed, when: str) -> None:
-    """Append this machine's one-thread matmul speed at the model's shapes (and the load) to the log."""
-    import os
-
-    import torch
-
-    from recipe.cpu_backend.roofline import roofline_gflops
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        gflops = roofline_gflops(testbed_.model)
-    finally:
-        torch.set_num_threads(threads)
-    runs.mkdir(parents=True, exist_ok=True)
-    entry = {"time": time.time(), "when": when, "gflops": round(gflops, 2), "load1": os.getloadavg()[0]}
-    with open(runs / MACHINE_LOG, "a") as f:
-        f.write(json.dumps(entry) + "\n")
-    print(
-        f"[study] machine: {gflops:.1f} GFLOP/s (one thread), load {entry['load1']:.1f} ({when})", flush=True
-    )
 
 
 def _run(jobs: list[Any], args: argparse.Namespace, runs: Path, testbed_: Testbed, phase: str) -> int:
@@ -119,14 +94,6 @@ def cmd_pilot(args: argparse.Namespace) -> int:
     return _run(study_jobs.fast_jobs(t, todo, runs), args, runs, t, "pilot")
 
 
-def _committed(path: Path) -> bool:
-    """True when ``path`` is tracked by git and has no uncommitted change."""
-    rel = str(path.relative_to(REPO_ROOT))
-    tracked = subprocess.run(["git", "ls-files", "--error-unmatch", rel], cwd=REPO_ROOT, capture_output=True)
-    dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", rel], cwd=REPO_ROOT)
-    return tracked.returncode == 0 and dirty.returncode == 0
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     if plan.CONFIRMATORY_STOPPED:
         raise SystemExit(
@@ -134,7 +101,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             "a new study needs a new plan"
         )
     for path in (PLAN_DOC, plan.LEARNING_RATES_FILE):
-        if not args.dry_run and not _committed(path):
+        if not args.dry_run and not committed(path):
             raise SystemExit(
                 f"study_testbed2.py run: {path} is not committed as it is; the plan and the tuned learning rates "
                 "must be in git history before any confirmatory run (docs/STUDY_PLAN.md)"
@@ -147,11 +114,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_explore(args: argparse.Namespace) -> int:
-    from recipe.study.testbed2.exploration import PROBES
+    from recipe.study.testbed2 import exploration
 
     t = testbed(args.dry_run)
     runs = args.runs / "exploration"
-    return _run(study_jobs.probe_jobs(t, PROBES, runs, runs / "data"), args, runs, t, "exploration")
+    return _run(
+        exploration.probe_jobs(t, exploration.PROBES, runs, runs / "data"), args, runs, t, "exploration"
+    )
 
 
 def cmd_real(args: argparse.Namespace) -> int:
@@ -169,8 +138,8 @@ def cmd_real(args: argparse.Namespace) -> int:
 
 def planned_runs(runs: Path, rates: dict[str, float] | None) -> list[Any]:
     """Every finished run of every phase, as ``collect.PlannedRun`` (phases not run yet are skipped)."""
+    from recipe.study.common.collect import PlannedRun
     from recipe.study.driver import SUMMARY
-    from recipe.study.testbed2.collect import PlannedRun
 
     out = []
     for method, seed, lr in study_jobs.interleave(
@@ -207,7 +176,8 @@ def write_machine_csv(runs: Path, docs: Path) -> None:
 
 
 def cmd_pilot_summarize(args: argparse.Namespace) -> int:
-    from recipe.study.testbed2 import collect, docs, report
+    from recipe.study.common import collect, docs
+    from recipe.study.testbed2 import report
 
     t = testbed()
     problems = collect.validation_problems(t.data / "val.parquet")
@@ -221,7 +191,7 @@ def cmd_pilot_summarize(args: argparse.Namespace) -> int:
     if plan.LEARNING_RATES_FILE.is_file():
         rates = plan.learning_rates()
     pilot_runs = [r for r in planned_runs(args.runs, rates) if r.phase in ("tuning", "pilot")]
-    collect.collect(pilot_runs, problems, args.docs, prefix="pilot_")
+    collect.collect(pilot_runs, problems, args.docs, prefix="pilot_", block_steps=plan.BLOCK_STEPS)
     import pandas as pd
 
     chosen = report.choose_learning_rates(
@@ -245,8 +215,8 @@ def cmd_pilot_summarize(args: argparse.Namespace) -> int:
 
 def explored_runs(runs: Path, rates: dict[str, float]) -> list[Any]:
     """The exploration probes and the stopped v2 confirmatory study's finished runs, as ``PlannedRun``."""
+    from recipe.study.common.collect import PlannedRun
     from recipe.study.driver import SUMMARY
-    from recipe.study.testbed2.collect import PlannedRun
     from recipe.study.testbed2.exploration import PROBES
 
     out = [
@@ -260,21 +230,22 @@ def explored_runs(runs: Path, rates: dict[str, float]) -> list[Any]:
 
 
 def cmd_summarize(args: argparse.Namespace) -> int:
-    from recipe.study.testbed2 import collect, docs, plots, report
+    from recipe.study.common import collect, docs
+    from recipe.study.testbed2 import plots, report
 
     t = testbed()
     problems = collect.validation_problems(t.data / "val.parquet")
     rates = plan.learning_rates()
     explored = explored_runs(args.runs, rates)
     if explored:
-        collect.collect(explored, problems, args.docs, prefix="exploration_")
+        collect.collect(explored, problems, args.docs, prefix="exploration_", block_steps=plan.BLOCK_STEPS)
         plots.plot_exploration(
             args.docs / "exploration_validation.csv", args.docs / "testbed2_exploration.png"
         )
     phases = () if plan.CONFIRMATORY_STOPPED else ("confirmatory", "real")
     runs = [r for r in planned_runs(args.runs, rates) if r.phase in phases]
     if runs:
-        collect.collect(runs, problems, args.docs)
+        collect.collect(runs, problems, args.docs, block_steps=plan.BLOCK_STEPS)
         plots.plot_all(args.docs)
     write_machine_csv(args.runs, args.docs)
     fragments = report.report(args.docs)

@@ -16,11 +16,18 @@ plan uses (1000-1001 were v2's tuning seeds, 2000+ are new), with one change fro
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from recipe.files import REPO_ROOT
+from recipe.study.common import jobs
+from recipe.study.driver import Job
 from recipe.study.methods import METHODS
 from recipe.study.testbed.build import Testbed
+from recipe.study.testbed.runs import run_env
 from recipe.study.testbed2.plan import CONFIG_NAME
 
 LEARNABLE_VAL = {"add2x2": 256, "add3x3": 256, "max2x2": 128, "max3x3": 128, "max4x4": 128, "max5x5": 128}
@@ -132,4 +139,35 @@ def probe_overrides(testbed: Testbed, probe: Probe, data_dir: Path) -> list[str]
     ]
 
 
-__all__ = ["CONFIG_NAME", "PROBES", "Probe", "prepare_data", "probe_overrides"]
+__all__ = ["CONFIG_NAME", "PROBES", "Probe", "prepare_data", "probe_jobs", "probe_overrides"]
+
+
+def probe_jobs(
+    testbed: Testbed, probes: Sequence[Any], runs_dir: Path, data_dir: Path, python: str = sys.executable
+) -> list[Job]:
+    """One fast run per exploration probe (:data:`PROBES`)."""
+    from omegaconf import OmegaConf
+
+    sha = jobs.workload_sha256()
+    out_jobs = []
+    for probe in probes:
+        out = runs_dir / probe.name
+        args = probe_overrides(testbed, probe, data_dir)
+        steps_override = [o for o in args if o.startswith("trainer.total_training_steps=")]
+        steps = (
+            int(steps_override[-1].split("=", 1)[1])
+            if steps_override
+            else int(OmegaConf.load(jobs.CONFIG_PATH).trainer.total_training_steps)
+        )
+        fingerprint = {
+            "trainer": "fast",
+            "fast_trainer_version": jobs.FAST_TRAINER_VERSION,
+            "config": CONFIG_NAME,
+            "workload_sha256": sha,
+            "testbed": testbed.key,
+            "probe": probe.name,
+            "overrides": args,
+        }
+        command = [python, "-m", "recipe.study.fast.run", str(out), "--config-name", CONFIG_NAME, *args]
+        out_jobs.append(Job(probe.name, out, command, steps, fingerprint, env=run_env(), cwd=REPO_ROOT))
+    return out_jobs

@@ -11,13 +11,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from recipe.study.testbed.build import TestbedSpec
-from recipe.study.testbed.mixed import MixedTaskSpec
-from recipe.study.testbed.sft import SFTSpec
-
-# testbed v2: two tasks (add, max), each mixing operand lengths; 1800 cosine SFT steps.
-TESTBED_V2 = TestbedSpec(task=MixedTaskSpec(), sft=SFTSpec(steps=1800))
-CONFIG_NAME = "testbed2_cpu"
+# testbed v2 (two tasks, add and max, each mixing operand lengths; 1800 cosine SFT steps) and its
+# workload config (testbed2_cpu): spelled where testbed v3 reads them too
+from recipe.study.common.jobs import CONFIG_NAME
+from recipe.study.common.testbeds import TESTBED_V2
 
 BASELINE = "grpo"
 METHODS = ("grpo", "copo_soft_with_zero", "copo_soft", "dapo_filter")
@@ -52,6 +49,9 @@ ALL_CORRECT_MIN = 0.10
 ALL_WRONG_MIN = 0.10
 
 LEARNING_RATES_FILE = Path(__file__).with_name("learning_rates.json")
+
+
+__all__ = ["CONFIG_NAME", "TESTBED_V2"]  # and every constant below
 
 
 def learning_rates() -> dict[str, float]:

@@ -13,31 +13,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from recipe.study.plots import METHOD_COLORS as COLORS
+from recipe.study.plots import pyplot
 from recipe.study.testbed2 import plan
 
-COLORS = {
-    "grpo": "tab:blue",
-    "copo_soft_with_zero": "tab:red",
-    "copo_soft": "tab:orange",
-    "dapo_filter": "tab:green",
-}
 TASKS = ("add", "max", "all")
 
 
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    plt.rcParams.update(
-        {"figure.dpi": 100, "savefig.dpi": 100, "axes.grid": True, "grid.alpha": 0.3, "font.size": 9}
-    )
-    return plt
-
-
 def plot_accuracy(validation: pd.DataFrame, out: Path) -> None:
-    plt = _plt()
+    plt = pyplot()
     val = validation[validation.phase == "confirmatory"]
     fig, axes = plt.subplots(1, len(TASKS), figsize=(12, 3.4), sharey=False)
     for ax, task in zip(axes, TASKS, strict=True):
@@ -61,7 +45,7 @@ def plot_accuracy(validation: pd.DataFrame, out: Path) -> None:
 
 
 def plot_regime(curves: pd.DataFrame, out: Path, window: int = plan.BLOCK_STEPS) -> None:
-    plt = _plt()
+    plt = pyplot()
     cur = curves[(curves.phase == "confirmatory") & (curves.step > 0)]
     keys = (("zero_variance", "zero variance"), ("all_correct", "all correct"), ("all_wrong", "all wrong"))
     fig, axes = plt.subplots(len(keys), len(TASKS), figsize=(12, 7.5), sharex=True, sharey=True)
@@ -96,7 +80,7 @@ def plot_exploration(validation_csv: Path, out: Path) -> None:
     The ``small16`` probes validate on their own 16 training prompts (a check that the trainer moves the
     policy), so they are left out of the figure; ``exploration_runs.csv`` has them.
     """
-    plt = _plt()
+    plt = pyplot()
     val = pd.read_csv(validation_csv)
     val = val[~val.run.str.startswith("small16")]
     runs = list(dict.fromkeys(val.run))

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,42 +23,19 @@ import pandas as pd
 
 from recipe import stats as paired
 from recipe.study.census import census_markdown, read_census
+from recipe.study.common.reporting import (
+    RESAMPLES,
+    Comparison,
+    interval,
+    p_is,
+    pct,
+    problem_auc,
+    pvalue,
+    read,
+)
 from recipe.study.testbed2 import plan
 
 TASKS = ("add", "max")
-RESAMPLES = 10_000
-
-
-def pct(x: float, signed: bool = False) -> str:
-    """A share as percentage points with one decimal (``+1.2`` when signed)."""
-    return "n/a" if x is None or not math.isfinite(x) else (f"{100 * x:+.1f}" if signed else f"{100 * x:.1f}")
-
-
-def interval(mean: float, low: float, high: float, signed: bool = True) -> str:
-    return f"{pct(mean, signed)} [{pct(low, signed)}, {pct(high, signed)}]"
-
-
-def pvalue(p: float) -> str:
-    return "< 0.001" if p < 0.001 else f"{p:.3f}"
-
-
-def p_is(p: float, name: str = "p") -> str:
-    """``p = 0.041`` or ``p < 0.001`` (prose; tables use :func:`pvalue`)."""
-    return f"{name} < 0.001" if p < 0.001 else f"{name} = {p:.3f}"
-
-
-@dataclass
-class Comparison:
-    treatment: str
-    control: str
-    endpoint: str
-    test: paired.PairedT
-    holm_p: float | None = None
-    boot: tuple[float, float, float] | None = None
-
-    @property
-    def name(self) -> str:
-        return f"{self.treatment} - {self.control}"
 
 
 def _paired(runs: pd.DataFrame, treatment: str, control: str, column: str) -> paired.PairedT:
@@ -69,11 +45,6 @@ def _paired(runs: pd.DataFrame, treatment: str, control: str, column: str) -> pa
     if len(seeds) < 2:
         raise ValueError(f"{treatment} vs {control}: {len(seeds)} paired seeds")
     return paired.paired_t([float(t[s] - c[s]) for s in seeds], plan.ALPHA)
-
-
-def problem_auc(problems: pd.DataFrame, meta: dict[str, int], run: str) -> np.ndarray:
-    """(P,) per-problem AUC of ``run`` from its integer units."""
-    return problems[run].to_numpy(dtype=np.float64) / (2 * meta["k"] * (meta["validations"] - 1))
 
 
 def bootstrap(
@@ -422,11 +393,6 @@ def status_markdown(pilot: pd.DataFrame, explored: pd.DataFrame) -> str:
         f"{pct(plan.GAIN_TARGET)} points on average with the interval above +{pct(plan.GAIN_FLOOR)}), so the "
         "confirmatory study was stopped after its first seed and COPO is not ranked against GRPO here.\n"
     )
-
-
-def read(docs: Path, name: str) -> pd.DataFrame | None:
-    path = docs / name
-    return pd.read_csv(path) if path.is_file() else None
 
 
 def report(docs: Path) -> dict[str, str]:

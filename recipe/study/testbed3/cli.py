@@ -22,10 +22,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from recipe.files import REPO_ROOT
+from recipe.study.common import jobs as study_jobs
+from recipe.study.machine import MACHINE_LOG, committed, record_machine
 from recipe.study.testbed.build import Testbed, ensure_testbed, locate_testbed
-from recipe.study.testbed.runs import REPO_ROOT
-from recipe.study.testbed2 import jobs as study_jobs
-from recipe.study.testbed2.cli import MACHINE_LOG, _committed, record_machine
 from recipe.study.testbed3 import plan
 
 RUNS = REPO_ROOT / "runs" / "study_testbed3"
@@ -72,7 +72,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_levels(args: argparse.Namespace) -> int:
-    from recipe.study.testbed2.plan import TESTBED_V2
+    from recipe.study.common.testbeds import TESTBED_V2
     from recipe.study.testbed3 import levels
 
     t = testbed()
@@ -107,7 +107,7 @@ def cmd_pilot(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     for path in (PLAN_DOC, plan.LEARNING_RATES_FILE):
-        if not args.dry_run and not _committed(path):
+        if not args.dry_run and not committed(path):
             raise SystemExit(
                 f"study_testbed3.py run: {path} is not committed as it is; the plan and the tuned learning rates "
                 "must be in git history before any confirmatory run (docs/STUDY_PLAN.md)"
@@ -135,8 +135,8 @@ def cmd_real(args: argparse.Namespace) -> int:
 
 def planned_runs(runs: Path, rates: dict[str, float] | None) -> list[Any]:
     """Every finished run of every phase, as ``collect.PlannedRun`` (phases not run yet are skipped)."""
+    from recipe.study.common.collect import PlannedRun
     from recipe.study.driver import SUMMARY
-    from recipe.study.testbed2.collect import PlannedRun
 
     out = [
         PlannedRun("tuning", "fast", m, s, lr, runs / "tuning" / study_jobs.run_name(m, s, lr))
@@ -182,7 +182,7 @@ def complete_seeds(runs: list[Any]) -> list[Any]:
 
 
 def _collect(runs: list[Any], problems: Any, docs: Path, prefix: str = "") -> None:
-    from recipe.study.testbed2 import collect
+    from recipe.study.common import collect
 
     collect.collect(
         runs, problems, docs, prefix=prefix, source_prefix=plan.SOURCE_PREFIX, block_steps=plan.BLOCK_STEPS
@@ -192,7 +192,7 @@ def _collect(runs: list[Any], problems: Any, docs: Path, prefix: str = "") -> No
 def cmd_pilot_summarize(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from recipe.study.testbed2 import collect, docs
+    from recipe.study.common import collect, docs
     from recipe.study.testbed3 import report
 
     t = testbed()
@@ -225,7 +225,7 @@ def cmd_pilot_summarize(args: argparse.Namespace) -> int:
 
 
 def cmd_summarize(args: argparse.Namespace) -> int:
-    from recipe.study.testbed2 import collect, docs
+    from recipe.study.common import collect, docs
     from recipe.study.testbed3 import plots, report
 
     t = testbed()

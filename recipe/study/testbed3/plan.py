@@ -14,11 +14,11 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+from recipe.study.common.testbeds import TESTBED_V2
 from recipe.study.testbed.build import ContinuedSpec
 from recipe.study.testbed.mixed import MixedTaskSpec
 from recipe.study.testbed.noisy import NoisyTaskSpec
 from recipe.study.testbed.sft import SFTSpec
-from recipe.study.testbed2.plan import TESTBED_V2
 
 _V2 = MixedTaskSpec()
 MAX_LEVELS = (("max", 2, 2), ("max", 3, 3), ("max", 4, 4), ("max", 5, 5))

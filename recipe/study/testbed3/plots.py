@@ -13,12 +13,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from recipe.study.testbed2.plots import COLORS, _plt
+from recipe.study.plots import METHOD_COLORS as COLORS
+from recipe.study.plots import pyplot
 from recipe.study.testbed3 import plan
 
 
 def plot_accuracy(validation: pd.DataFrame, out: Path) -> None:
-    plt = _plt()
+    plt = pyplot()
     val = validation[(validation.phase == "confirmatory") & (validation.task == "all")]
     fig, ax = plt.subplots(figsize=(6, 3.8))
     for method in plan.METHODS:
@@ -41,7 +42,7 @@ def plot_accuracy(validation: pd.DataFrame, out: Path) -> None:
 
 
 def plot_regime(curves: pd.DataFrame, out: Path, window: int = plan.BLOCK_STEPS) -> None:
-    plt = _plt()
+    plt = pyplot()
     cur = curves[(curves.phase == "confirmatory") & (curves.step > 0) & (curves.task == "all")]
     keys = (("zero_variance", "zero variance"), ("all_correct", "all correct"), ("all_wrong", "all wrong"))
     fig, axes = plt.subplots(1, len(keys), figsize=(12, 3.4), sharey=True)

@@ -1,6 +1,6 @@
 """The committed CSVs -> every number the docs state about the testbed v3 study.
 
-:func:`report` reads only ``docs/study_cpu/testbed3/*.csv`` (written by ``testbed2.collect`` and
+:func:`report` reads only ``docs/study_cpu/testbed3/*.csv`` (written by ``recipe.study.common.collect`` and
 ``testbed3.levels``) and returns the markdown blocks that ``docs/STUDY_CPU.md``, ``docs/STUDY_PLAN.md``
 and README include between ``<!-- generated: testbed3/... -->`` markers;
 ``tests/recipe/study/test_study_docs.py`` re-derives them from the CSVs. Nothing here reads a run folder.
@@ -21,7 +21,16 @@ import numpy as np
 import pandas as pd
 
 from recipe import stats as paired
-from recipe.study.testbed2.report import RESAMPLES, Comparison, interval, p_is, pct, problem_auc, pvalue, read
+from recipe.study.common.reporting import (
+    RESAMPLES,
+    Comparison,
+    interval,
+    p_is,
+    pct,
+    problem_auc,
+    pvalue,
+    read,
+)
 from recipe.study.testbed3 import plan
 from recipe.study.testbed3.levels import levels_markdown
 

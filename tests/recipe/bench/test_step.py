@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from recipe.bench.step import phase_flops
+from recipe.models.tiny import build_tiny_qwen2
 from tests.paths import REPO
-from tests.tiny_model import build_tiny_qwen2
 
 
 def test_useful_flops_count_the_lm_head_at_response_positions_only() -> None:

@@ -49,7 +49,7 @@ def with_bad_row(path: Path, bad: dict, n: int = 8) -> Path:
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from tests.tiny_model import build_tiny_qwen2
+    from recipe.models.tiny import build_tiny_qwen2
 
     return build_tiny_qwen2(tmp_path_factory.mktemp("tiny") / "model")
 

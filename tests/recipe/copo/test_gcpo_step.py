@@ -13,8 +13,8 @@ from copo_core.gcpo import compute_gcpo_advantages
 from recipe.copo.embedders import HashEmbedder
 from recipe.copo.gcpo_step import decode_responses, embed_unique, gcpo_advantage, get_embedder
 from recipe.copo.step import StepBatch, StepSettings, advantage_step
+from recipe.models.tiny import build_tiny_tokenizer
 from tests.copo_core.reference import ref_gcpo_coverage
-from tests.tiny_model import build_tiny_tokenizer
 
 RESP_LEN = 40
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from recipe.cpu_backend.attention import ATTN_IMPLEMENTATION, register
-from tests.tiny_model import build_tiny_qwen2
+from recipe.models.tiny import build_tiny_qwen2
 
 
 @pytest.fixture(scope="module")

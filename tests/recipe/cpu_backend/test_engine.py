@@ -25,10 +25,10 @@ from omegaconf import OmegaConf
 
 from recipe.cpu_backend.checks import CpuConfigError, check_cpu_config
 from recipe.cpu_backend.settings import RESPONSE_LOGITS, UNWRAPPED
+from recipe.models.tiny import build_tiny_qwen2
 from tests.paths import REPO as REPO_ROOT
 from tests.recipe.cpu_backend.cpu_config import cpu_config
 from tests.recipe.cpu_backend.engine_probe import MICRO_BATCH, PROMPT_LENS, RESPONSE_LENS
-from tests.tiny_model import build_tiny_qwen2
 
 VARIANTS = {
     "fsdp2": {"unwrapped": False, "remove_padding": False, "response_logits": False, "adv_sign": 1},

@@ -16,8 +16,8 @@ from recipe.cpu_backend.attention import ATTN_IMPLEMENTATION
 from recipe.cpu_backend.hf_server import HFRolloutServer, Placement, server_placement
 from recipe.cpu_backend.rollout_registry import PLUGIN_MODULE, PROJECT_ROOT, use_hf_rollout, worker_env
 from recipe.cpu_backend.sampling import draw_tokens
+from recipe.models.tiny import build_tiny_qwen2
 from tests.paths import REPO
-from tests.tiny_model import build_tiny_qwen2
 
 
 def test_placement_follows_the_platform() -> None:

@@ -19,8 +19,8 @@ import torch
 from copo_core import copo_policy_loss
 from recipe.cpu_backend.checks import CpuConfigError, check_cpu_config
 from recipe.cpu_backend.sampling import SamplingParams, sample_batch
+from recipe.models.tiny import build_tiny_qwen2
 from tests.recipe.cpu_backend.cpu_config import cpu_config
-from tests.tiny_model import build_tiny_qwen2
 
 EOS = 258
 PAD = 256

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from recipe.cpu_backend.sampling import DecodeBatch, SamplingParams, _filter_logits, sample_batch
-from tests.tiny_model import build_tiny_qwen2
+from recipe.models.tiny import build_tiny_qwen2
 
 EOS = 258
 PAD = 256

@@ -11,7 +11,7 @@ from recipe.evaluation import backends
 from recipe.evaluation.backends import SamplingConfig, choose_backend
 from recipe.evaluation.backends import vllm_backend as vb
 from recipe.evaluation.backends.hf_backend import generated_lengths
-from tests.tiny_model import build_tiny_qwen2
+from recipe.models.tiny import build_tiny_qwen2
 
 
 def test_choose_backend(monkeypatch) -> None:

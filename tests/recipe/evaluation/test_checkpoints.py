@@ -14,7 +14,7 @@ import pytest
 
 from recipe.evaluation import checkpoints
 from recipe.evaluation.checkpoints import ModelSpec, discover_models, merged_dir, resolve_hf_path
-from tests.tiny_model import build_tiny_qwen2
+from recipe.models.tiny import build_tiny_qwen2
 
 # Two gloo ranks each save their Shard(0) DTensor slice of the model, as verl's FSDP2 checkpoint
 # manager does: actor/model_world_size_2_rank_{r}.pt + fsdp_config.json + huggingface/ (no weights).

@@ -17,9 +17,9 @@ import pytest
 from recipe.evaluation.backends import Backend, Completion, SamplingConfig
 from recipe.evaluation.datasets import load_problems, parse_k_overrides, resolve_k
 from recipe.evaluation.runner import EvalConfig, pair_seed, run_evaluation
+from recipe.models.tiny import build_tiny_qwen2
 from recipe.reward import compute_score
 from tests.paths import REPO
-from tests.tiny_model import build_tiny_qwen2
 
 # (question, answer); prompts of different lengths so batches need left padding
 PROBLEMS = [("1+0", "1"), ("1+2", "3"), ("2+3", "5"), ("3 + 4", "7"), ("four plus five", "9")]

@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 
 from recipe.evaluation.runner import HOLD_MESSAGE, HOLD_PAIR_ENV
+from recipe.models.tiny import build_tiny_qwen2
 from tests.paths import REPO
-from tests.tiny_model import build_tiny_qwen2
 
 EVALUATE = REPO / "scripts" / "evaluate.py"
 SLOW_ENGINE = "tests.recipe.evaluation.slow_engine:SlowEngine"

@@ -1,4 +1,4 @@
-"""recipe.reward against the labelled suites of tests/fixtures/reward (also scored by scripts/bench_reward.py).
+"""recipe.reward against the labelled suites of recipe/reward/suites (also scored by scripts/bench_reward.py).
 
 * ``math_verify_cases.json``: (response, ground truth, verdict) triples derived from Math-Verify's own test
   cases (huggingface/Math-Verify ``tests/``, Apache-2.0; ``make_math_verify_cases.py`` says how);
@@ -18,9 +18,8 @@ import pytest
 
 from recipe import reward
 from tests.fixtures.reward.make_math_verify_cases import gold_answer
-from tests.paths import REPO
 
-SUITE_DIR = REPO / "tests" / "fixtures" / "reward"
+SUITE_DIR = reward.SUITES_DIR  # the same files the bench reads
 LIMIT_S = 60.0  # verdicts, not timing: generous on a loaded shared machine
 
 _DECIMAL_COMMA = (

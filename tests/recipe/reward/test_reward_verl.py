@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from omegaconf import OmegaConf
 
-from tests.tiny_model import build_tiny_tokenizer
+from recipe.models.tiny import build_tiny_tokenizer
 
 REWARD_PY = Path(__file__).resolve().parents[3] / "recipe" / "reward" / "__init__.py"
 

@@ -47,7 +47,7 @@ def settings_for(method: str, *extra: str) -> FastSettings:
 def tiny(tmp_path_factory: pytest.TempPathFactory):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from tests.tiny_model import build_tiny_qwen2
+    from recipe.models.tiny import build_tiny_qwen2
 
     path = build_tiny_qwen2(tmp_path_factory.mktemp("fast") / "tiny")
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation="sdpa").eval()

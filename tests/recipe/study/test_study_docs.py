@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import pytest
 
+from recipe.study.common import docs
 from recipe.study.testbed import figures
-from recipe.study.testbed2 import docs, report
+from recipe.study.testbed2 import report
 from tests.paths import REPO
 
 STUDY_DOCS = REPO / "docs" / "study_cpu"

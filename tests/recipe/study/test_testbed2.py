@@ -9,11 +9,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from recipe.study.common import collect, docs, jobs
+from recipe.study.common.collect import PlannedRun, ValProblem
 from recipe.study.driver import SUMMARY
 from recipe.study.testbed import build as tb_build
 from recipe.study.testbed.mixed import MixedTask, MixedTaskSpec, level_of, original_id, verl_rows
-from recipe.study.testbed2 import collect, docs, jobs, plan, report
-from recipe.study.testbed2.collect import PlannedRun, ValProblem
+from recipe.study.testbed2 import plan, report
 
 
 def test_mixed_splits_are_disjoint_balanced_and_keep_the_level_shares() -> None:
@@ -131,7 +132,7 @@ def test_collect_and_report_on_fake_runs(tmp_path: Path, monkeypatch: pytest.Mon
             _fake_run(path, method, seed, gain)
             runs.append(PlannedRun("confirmatory", "fast", method, seed, 1e-4, path))
     out = tmp_path / "docs"
-    written = collect.collect(runs, problems, out)
+    written = collect.collect(runs, problems, out, block_steps=plan.BLOCK_STEPS)
     table = pd.read_csv(out / "problems.csv")
     assert list(table.columns[:3]) == ["row", "task", "level"] and len(table) == 8
     data = np.load(tmp_path / "runs" / "grpo-s0" / "validation.npz")
@@ -183,17 +184,17 @@ def test_usage_wrapper_records_cpu_seconds_and_passes_the_exit_status(tmp_path: 
     out = tmp_path / "usage.json"
     burn = "import sys, time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass\nsys.exit(3)"
     rc = subprocess.call(
-        [sys.executable, "-m", "recipe.study.testbed2.usage", str(out), "--", sys.executable, "-c", burn]
+        [sys.executable, "-m", "recipe.study.common.usage", str(out), "--", sys.executable, "-c", burn]
     )
     usage = json.loads(out.read_text())
     assert rc == 3 and usage["returncode"] == 3
     assert usage["cpu_s"] >= 0.3 and usage["wall_s"] >= 0.3
 
 
-def test_confirmatory_runs_wait_for_a_committed_plan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_confirmatory_runs_wait_for_a_committed_plan(tmp_path: Path) -> None:
     import subprocess
 
-    from recipe.study.testbed2 import cli
+    from recipe.study import machine
 
     def git(*args: str) -> None:
         subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
@@ -203,13 +204,12 @@ def test_confirmatory_runs_wait_for_a_committed_plan(tmp_path: Path, monkeypatch
     git("config", "user.name", "t")
     plan_doc = tmp_path / "PLAN.md"
     plan_doc.write_text("plan\n")
-    monkeypatch.setattr(cli, "REPO_ROOT", tmp_path)
-    assert not cli._committed(plan_doc)  # untracked
+    assert not machine.committed(plan_doc, root=tmp_path)  # untracked
     git("add", "PLAN.md")
     git("commit", "-qm", "plan")
-    assert cli._committed(plan_doc)
+    assert machine.committed(plan_doc, root=tmp_path)
     plan_doc.write_text("plan, edited after the fact\n")
-    assert not cli._committed(plan_doc)
+    assert not machine.committed(plan_doc, root=tmp_path)
 
 
 def test_exploration_resplits_the_held_out_pool_without_overlap(

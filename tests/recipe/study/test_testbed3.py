@@ -12,13 +12,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from recipe.study.common import collect
+from recipe.study.common.collect import PlannedRun, ValProblem
 from recipe.study.driver import SUMMARY
 from recipe.study.testbed import build as tb_build
 from recipe.study.testbed.mixed import MixedTaskSpec
 from recipe.study.testbed.noisy import NoisyTaskSpec, ShownProblem, corrupt
 from recipe.study.testbed.sft import SFTSpec
-from recipe.study.testbed2 import collect
-from recipe.study.testbed2.collect import PlannedRun, ValProblem
 from recipe.study.testbed2.plan import TESTBED_V2
 from recipe.study.testbed3 import plan, report
 
@@ -161,7 +161,7 @@ def test_collect_and_report_on_fake_runs(tmp_path: Path, monkeypatch: pytest.Mon
             _fake_run(path, seed, gain)
             runs.append(PlannedRun("confirmatory", "fast", method, seed, 1e-4, path))
     out = tmp_path / "docs"
-    collect.collect(runs, problems, out, source_prefix=plan.SOURCE_PREFIX)
+    collect.collect(runs, problems, out, source_prefix=plan.SOURCE_PREFIX, block_steps=plan.BLOCK_STEPS)
     blocks = pd.read_csv(out / "blocks.csv")
     assert set(blocks.task) == {"max", "all"} and (blocks.all_wrong == 0.3).all()
     monkeypatch.setattr(report, "RESAMPLES", 300)
@@ -197,7 +197,9 @@ def test_tuning_and_pilot_blocks_on_fake_runs(tmp_path: Path, monkeypatch: pytes
             _fake_run(path, seed, 0.5 if method == "grpo" else 0.25)
             runs.append(PlannedRun("pilot", "fast", method, seed, 1e-4, path))
     out = tmp_path / "docs"
-    collect.collect(runs, problems, out, prefix="pilot_", source_prefix=plan.SOURCE_PREFIX)
+    collect.collect(
+        runs, problems, out, prefix="pilot_", source_prefix=plan.SOURCE_PREFIX, block_steps=plan.BLOCK_STEPS
+    )
     tuning = pd.read_csv(out / "pilot_runs.csv").query("phase == 'tuning'")
     assert set(report.choose_learning_rates(tuning).values()) == {1e-4}
     fragments = report.report(out)

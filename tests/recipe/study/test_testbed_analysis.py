@@ -130,7 +130,7 @@ def test_method_summary_cis_and_paired_differences(runs: Path, tmp_path: Path) -
 
 def test_plots_have_ci_bands(runs: Path, tmp_path: Path) -> None:
     from recipe.study.plots import ci_band, curves, paired_curves, plot_testbed, read_steps
-    from recipe.tracking.plots import _setup_matplotlib
+    from recipe.tracking.plots import setup_matplotlib
 
     analysis.summarize(runs, tmp_path / "docs", ["grpo", "copo_soft"], [0, 1, 2], test_freq=5)
     rows = read_steps(tmp_path / "docs" / "steps.csv")
@@ -142,7 +142,7 @@ def test_plots_have_ci_bands(runs: Path, tmp_path: Path) -> None:
     diff = paired_curves(acc, "grpo")
     assert set(diff) == {"copo_soft"}
     assert ci_band(diff["copo_soft"])[1] == pytest.approx([0.0, (0.06 + 0.02 + 0.10) / 3, 0.10])
-    written = plot_testbed(tmp_path / "docs" / "steps.csv", tmp_path / "fig", _setup_matplotlib)
+    written = plot_testbed(tmp_path / "docs" / "steps.csv", tmp_path / "fig", setup_matplotlib)
     assert [p.name for p in written] == ["testbed_accuracy.png", "testbed_signal.png"]
     assert all(p.read_bytes()[:4] == b"\x89PNG" for p in written)
 

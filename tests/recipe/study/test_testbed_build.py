@@ -11,8 +11,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from recipe.models.tiny import ModelShape
 from recipe.study.testbed import build as tb_build
-from recipe.study.testbed.model import ModelShape
 from recipe.study.testbed.sft import SFTSpec, collate, prompt_ids, reply_ids
 from recipe.study.testbed.task import Problem, TaskSpec, distinct_problems, make_splits, verl_rows
 from recipe.study.testbed.tokenizer import build_tokenizer

@@ -1,34 +1,73 @@
-"""A tiny random Qwen2 causal LM with a byte-level tokenizer, built offline for tests.
-
-verl needs a chat template, a newline that encodes to exactly one token
-(verl/utils/tokenizer/continuous_token.py) and a tokenizer that transformers 5 can rebuild
-as ``Qwen2Tokenizer`` for a ``qwen2`` model. A byte-level BPE vocabulary with no merges
-(256 byte symbols + 3 specials) satisfies all three and needs no download: every string
-round-trips through ``encode``/``decode``.
+"""Small random Qwen2 causal LMs, built offline: ``build_model`` (any ``ModelShape``, for a given
+tokenizer; the testbed's policy) and ``build_tiny_qwen2`` (a 2-layer model with the byte-level
+ChatML tokenizer of ``recipe.models.chatml`` and no merges, for tests and benches).
 
 Usage::
 
-    from tests.tiny_model import build_tiny_qwen2
+    from recipe.models.tiny import build_tiny_qwen2
     path = build_tiny_qwen2(tmp_path / "tiny")      # HF folder, loadable offline
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from recipe.files import atomic_dir
+from recipe.models.chatml import SPECIAL_TOKENS, bytes_to_unicode, qwen2_chatml_tokenizer
 
-# One ChatML template and one byte alphabet for every tokenizer the project builds.
-from recipe.study.testbed.model import ModelShape, build_model
-from recipe.study.testbed.tokenizer import (
-    CHATML_TEMPLATE,
-    ENDOFTEXT,
-    IM_END,
-    IM_START,
-    SPECIAL_TOKENS,
-    bytes_to_unicode,
-)
+
+@dataclass(frozen=True)
+class ModelShape:
+    """Qwen2 dimensions; part of the cache key. The defaults give about 1.0M parameters."""
+
+    hidden_size: int = 128
+    num_layers: int = 4
+    num_heads: int = 4
+    num_kv_heads: int = 2
+    intermediate_size: int = 512
+    max_positions: int = 256
+
+    def __post_init__(self) -> None:
+        if self.hidden_size % self.num_heads or self.num_heads % self.num_kv_heads:
+            raise ValueError(
+                f"ModelShape: hidden_size {self.hidden_size} must divide by num_heads {self.num_heads}, "
+                f"and num_heads by num_kv_heads {self.num_kv_heads}"
+            )
+
+
+def build_model(tokenizer: Any, shape: ModelShape, seed: int) -> Any:
+    """A randomly initialised ``Qwen2ForCausalLM`` (fp32, tied embeddings) sized for ``tokenizer``.
+
+    The torch RNG is forked, so building does not disturb the caller's random state.
+    """
+    import torch
+    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=shape.hidden_size,
+        intermediate_size=shape.intermediate_size,
+        num_hidden_layers=shape.num_layers,
+        num_attention_heads=shape.num_heads,
+        num_key_value_heads=shape.num_kv_heads,
+        max_position_embeddings=shape.max_positions,
+        tie_word_embeddings=True,
+        bos_token_id=None,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        torch_dtype="float32",
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = Qwen2ForCausalLM(config)
+    model.generation_config = GenerationConfig(
+        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id
+    )
+    return model
+
 
 _MARKER = "tiny_model.json"
 
@@ -42,20 +81,9 @@ def _byte_level_vocab() -> dict[str, int]:
     return vocab
 
 
-def build_tiny_tokenizer():
+def build_tiny_tokenizer() -> Any:
     """Byte-level ``Qwen2Tokenizer`` (259 tokens), eos ``<|im_end|>``, pad ``<|endoftext|>``."""
-    from transformers.models.qwen2.tokenization_qwen2 import Qwen2Tokenizer
-
-    tokenizer = Qwen2Tokenizer(
-        vocab=_byte_level_vocab(),
-        merges=[],
-        unk_token=ENDOFTEXT,
-        eos_token=IM_END,
-        pad_token=ENDOFTEXT,
-        additional_special_tokens=[IM_START],
-    )
-    tokenizer.chat_template = CHATML_TEMPLATE
-    return tokenizer
+    return qwen2_chatml_tokenizer(_byte_level_vocab())
 
 
 def _spec(seed: int, num_layers: int, hidden_size: int) -> dict[str, int | str]:

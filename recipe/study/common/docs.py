@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from recipe.study.testbed.runs import REPO_ROOT
+from recipe.files import REPO_ROOT
 
 DOCS = (REPO_ROOT / "docs" / "STUDY_CPU.md", REPO_ROOT / "docs" / "STUDY_PLAN.md", REPO_ROOT / "README.md")
 _BLOCK = re.compile(r"(<!-- generated: (?P<name>[\w/]+) -->\n)(?P<body>.*?)(<!-- end generated -->)", re.S)

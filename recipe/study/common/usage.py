@@ -1,4 +1,4 @@
-"""Run a command and record its CPU seconds: ``python -m recipe.study.testbed2.usage OUT_JSON -- CMD ...``.
+"""Run a command and record its CPU seconds: ``python -m recipe.study.common.usage OUT_JSON -- CMD ...``.
 
 The CPU time of a verl run is spread over Ray's processes; ``getrusage(RUSAGE_CHILDREN)`` after the
 command exits counts every descendant that was waited for (the launcher's Ray cluster is stopped and

@@ -7,7 +7,7 @@ Per run (fast trainer: ``metrics.jsonl``, ``validation.npz``, ``result.json``; r
   and area under the curve (mean accuracy over training, trapezoid) overall and per task; wall and
   CPU seconds; responses generated and responses with a non-zero advantage;
 * ``validation.csv``: validation accuracy per run, step and task;
-* ``blocks.csv``: per fast run, block of ``plan.BLOCK_STEPS`` steps and task: the shares of all-correct,
+* ``blocks.csv``: per fast run, block of ``block_steps`` steps (the study plan's ``BLOCK_STEPS``) and task: the shares of all-correct,
   all-wrong and zero-variance groups among the groups generated, and the training accuracy;
 * ``curves.csv``: the same per step and task, averaged over the seeds of each (phase, method);
 * ``problems.csv`` (confirmatory runs): per validation problem, its task and level, and per run the
@@ -29,15 +29,15 @@ from typing import Any
 import numpy as np
 
 from recipe import stats
+from recipe.study.common.jobs import USAGE
 from recipe.study.driver import SUMMARY
 from recipe.study.steps import write_csv
 from recipe.study.testbed.mixed import level_of
-from recipe.study.testbed2.jobs import USAGE
-from recipe.study.testbed2.plan import BLOCK_STEPS
+from recipe.tracking import names
 from recipe.tracking.jsonl import read_metrics_jsonl
 from recipe.tracking.names import SIGNAL_FRAC_NONZERO_ADV, SIGNAL_NUM_RESPONSES, VAL_PREFIX
 
-ALL = "all"
+ALL = names.GROUPS_ALL
 
 
 @dataclass(frozen=True)
@@ -120,7 +120,7 @@ def run_row(run: PlannedRun, tasks: Sequence[str]) -> tuple[dict[str, Any], dict
     training = [r for r in rows if int(r["step"]) > 0 and SIGNAL_NUM_RESPONSES in r]
     result = _read_json(run.path / "result.json") or _read_json(run.path / USAGE)
     summary = _read_json(run.path / SUMMARY)
-    generated = sum(float(r.get("training/generated_samples", r[SIGNAL_NUM_RESPONSES])) for r in training)
+    generated = sum(float(r.get(names.GENERATED_SAMPLES, r[SIGNAL_NUM_RESPONSES])) for r in training)
     useful = sum(float(r[SIGNAL_FRAC_NONZERO_ADV]) * float(r[SIGNAL_NUM_RESPONSES]) for r in training)
     row: dict[str, Any] = {
         "run": run.name,
@@ -134,8 +134,8 @@ def run_row(run: PlannedRun, tasks: Sequence[str]) -> tuple[dict[str, Any], dict
         **_curve_stats(curve, tasks),
         "wall_s": float(summary.get("wall_s", math.nan)),
         "cpu_s": float(result.get("cpu_s", math.nan)),
-        "train_cpu_s": sum(float(r.get("perf/step_cpu_s", 0.0)) for r in training) or math.nan,
-        "val_cpu_s": sum(float(r.get("perf/val_cpu_s", 0.0)) for r in rows) or math.nan,
+        "train_cpu_s": sum(float(r.get(names.PERF_STEP_CPU_S, 0.0)) for r in training) or math.nan,
+        "val_cpu_s": sum(float(r.get(names.PERF_VAL_CPU_S, 0.0)) for r in rows) or math.nan,
         "generated_samples": generated,
         "useful_samples": useful,
     }
@@ -143,7 +143,7 @@ def run_row(run: PlannedRun, tasks: Sequence[str]) -> tuple[dict[str, Any], dict
 
 
 def block_rows(
-    run: PlannedRun, tasks: Sequence[str], source_prefix: str = "testbed2/", block_steps: int = BLOCK_STEPS
+    run: PlannedRun, tasks: Sequence[str], source_prefix: str, block_steps: int
 ) -> list[dict[str, Any]]:
     """Per block of ``block_steps`` steps and task: shares of all-correct, all-wrong, zero-variance groups.
 
@@ -152,7 +152,7 @@ def block_rows(
     rows = [r for r in read_metrics_jsonl(run.path / "metrics.jsonl") if int(r["step"]) > 0]
     out = []
     for task in (*tasks, ALL):
-        prefix = f"groups/{task}/" if task == ALL else f"groups/{source_prefix}{task}/"
+        prefix = names.group_prefix(task if task == ALL else f"{source_prefix}{task}")
         blocks: dict[int, list[dict[str, Any]]] = defaultdict(list)
         for r in rows:
             if prefix + "count" in r:
@@ -195,7 +195,7 @@ def step_curves(
         for r in read_metrics_jsonl(run.path / "metrics.jsonl"):
             step = int(r["step"])
             for task in (*tasks, ALL):
-                prefix = f"groups/{task}/" if task == ALL else f"groups/{source_prefix}{task}/"
+                prefix = names.group_prefix(task if task == ALL else f"{source_prefix}{task}")
                 if prefix + "count" in r:
                     acc[(run.phase, run.method, step, task)].append(
                         [
@@ -262,7 +262,8 @@ def collect(
     out_dir: Path,
     prefix: str = "",
     source_prefix: str = "testbed2/",
-    block_steps: int = BLOCK_STEPS,
+    *,
+    block_steps: int,
 ) -> dict[str, Any]:
     """Write the CSVs (names prefixed with ``prefix``) for ``runs``; returns the rows written.
 

@@ -13,15 +13,16 @@ import hashlib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
+from recipe.files import REPO_ROOT
 from recipe.study.driver import METRICS, Job
 from recipe.study.methods import METHODS
 from recipe.study.testbed.build import Testbed
-from recipe.study.testbed.runs import REPO_ROOT, run_env
-from recipe.study.testbed2.plan import CONFIG_NAME
+from recipe.study.testbed.runs import run_env
 
-USAGE = "usage.json"  # real runs: CPU seconds (recipe.study.testbed2.usage)
+# The testbed studies' workload (testbed v2's plan names it); a derived one (testbed3_cpu) builds on it.
+CONFIG_NAME = "testbed2_cpu"
+USAGE = "usage.json"  # real runs: CPU seconds (recipe.study.common.usage)
 CONFIG_PATH = REPO_ROOT / "recipe" / "copo" / "config" / f"{CONFIG_NAME}.yaml"
 # Bump when the fast trainer changes what a run computes: finished runs then count as stale.
 FAST_TRAINER_VERSION = 1
@@ -106,39 +107,6 @@ def fast_jobs(
     return jobs
 
 
-def probe_jobs(
-    testbed: Testbed, probes: Sequence[Any], runs_dir: Path, data_dir: Path, python: str = sys.executable
-) -> list[Job]:
-    """One fast run per exploration probe (``recipe.study.testbed2.exploration``)."""
-    from omegaconf import OmegaConf
-
-    from recipe.study.testbed2.exploration import probe_overrides
-
-    sha = workload_sha256()
-    jobs = []
-    for probe in probes:
-        out = runs_dir / probe.name
-        args = probe_overrides(testbed, probe, data_dir)
-        steps_override = [o for o in args if o.startswith("trainer.total_training_steps=")]
-        steps = (
-            int(steps_override[-1].split("=", 1)[1])
-            if steps_override
-            else int(OmegaConf.load(CONFIG_PATH).trainer.total_training_steps)
-        )
-        fingerprint = {
-            "trainer": "fast",
-            "fast_trainer_version": FAST_TRAINER_VERSION,
-            "config": CONFIG_NAME,
-            "workload_sha256": sha,
-            "testbed": testbed.key,
-            "probe": probe.name,
-            "overrides": args,
-        }
-        command = [python, "-m", "recipe.study.fast.run", str(out), "--config-name", CONFIG_NAME, *args]
-        jobs.append(Job(probe.name, out, command, steps, fingerprint, env=run_env(), cwd=REPO_ROOT))
-    return jobs
-
-
 def real_jobs(
     testbed: Testbed,
     plan: Sequence[tuple[str, int, float]],
@@ -174,7 +142,7 @@ def real_jobs(
             "overrides": args,
         }
         command = [
-            python, "-m", "recipe.study.testbed2.usage", str(out / USAGE), "--",
+            python, "-m", "recipe.study.common.usage", str(out / USAGE), "--",
             python, "-m", "recipe.copo.main_copo", "--config-name", config_name, *args,
         ]  # fmt: skip
         jobs.append(Job(name, out, command, budget, fingerprint, env=run_env(), cwd=REPO_ROOT))

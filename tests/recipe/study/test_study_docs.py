@@ -148,14 +148,17 @@ def test_v2_documents_regenerate_byte_for_byte_from_their_csvs(tmp_path: Path) -
     _assert_docs_regenerate(fragments, "testbed2/", tmp_path)
     assert report.summary_markdown(fragments).encode() == (folder / "summary.md").read_bytes()
     plots.plot_exploration(folder / "exploration_validation.csv", tmp_path / "testbed2_exploration.png")
-    assert (tmp_path / "testbed2_exploration.png").read_bytes() == (folder / "testbed2_exploration.png").read_bytes()
+    assert (tmp_path / "testbed2_exploration.png").read_bytes() == (
+        folder / "testbed2_exploration.png"
+    ).read_bytes()
 
 
 def test_v3_documents_regenerate_byte_for_byte_from_their_csvs(tmp_path: Path) -> None:
     """Every document the v3 study writes (the docs' blocks, summary.md, both figures), from the
     committed CSVs alone, equals the committed file byte for byte."""
-    from recipe.study.testbed3 import plots as plots3
+    from recipe.study.common import plots as common_plots
     from recipe.study.testbed3 import report as report3
+    from recipe.study.testbed3.plan import PLAN
 
     folder = STUDY_DOCS / "testbed3"
     fragments = report3.report(folder)
@@ -166,6 +169,6 @@ def test_v3_documents_regenerate_byte_for_byte_from_their_csvs(tmp_path: Path) -
     out.mkdir()
     for csv in ("validation.csv", "curves.csv"):
         (out / csv).write_bytes((folder / csv).read_bytes())
-    plots3.plot_all(out)
+    common_plots.plot_all(PLAN, out)
     for png in ("testbed3_accuracy.png", "testbed3_regime.png"):
         assert (out / png).read_bytes() == (folder / png).read_bytes(), png

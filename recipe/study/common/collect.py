@@ -10,6 +10,8 @@ Per run (fast trainer: ``metrics.jsonl``, ``validation.npz``, ``result.json``; r
 * ``blocks.csv``: per fast run, block of the plan's ``block_steps`` steps and task: the shares of all-correct,
   all-wrong and zero-variance groups among the groups generated, and the training accuracy;
 * ``curves.csv``: the same per step and task, averaged over the seeds of each (phase, method);
+* ``mechanism.csv`` (runs that log ``mechanism/`` metrics): per (phase, method, step), the advantage of
+  wrong answers by group kind and success bin, pooled over seeds (``recipe.study.common.mechanism``);
 * ``problems.csv`` (confirmatory runs): per validation problem, its task and level, and per run the
   problem's area under its mean@k curve in integer units: ``units = c_0 + 2 c_1 + ... + 2 c_{V-2} +
   c_{V-1}`` over the V equally spaced validations (c: correct samples of k), so the problem's AUC is
@@ -30,6 +32,8 @@ import numpy as np
 
 from recipe import stats
 from recipe.study.common.jobs import USAGE
+from recipe.study.common.mechanism import COLUMNS as MECHANISM_COLUMNS
+from recipe.study.common.mechanism import mechanism_rows
 from recipe.study.common.plan import StudyPlan
 from recipe.study.driver import SUMMARY
 from recipe.study.steps import write_csv
@@ -295,8 +299,17 @@ def collect(
     curves = step_curves(runs, tasks, plan.source_prefix)
     if curves:
         write_csv(out_dir / f"{prefix}curves.csv", curves, list(curves[0]))
+    mechanism = mechanism_rows(runs)
+    if mechanism:  # runs from before the mechanism metrics have none: no file
+        write_csv(out_dir / f"{prefix}mechanism.csv", mechanism, list(MECHANISM_COLUMNS))
     confirmatory = [r for r in runs if r.phase == "confirmatory"]
-    written: dict[str, Any] = {"runs": run_rows, "validation": val_rows, "blocks": blocks, "curves": curves}
+    written: dict[str, Any] = {
+        "runs": run_rows,
+        "validation": val_rows,
+        "blocks": blocks,
+        "curves": curves,
+        "mechanism": mechanism,
+    }
     if confirmatory:
         table, k, v = problem_columns(confirmatory, problems)
         write_csv(out_dir / f"{prefix}problems.csv", table, list(table[0]))

@@ -10,8 +10,11 @@ difference, and the minimum detectable effect of a paired t-test.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -19,7 +22,7 @@ import pandas as pd
 
 from recipe import stats as paired
 from recipe.study.common.plan import StudyPlan
-from recipe.study.common.reporting import Comparison, interval, p_is, pct, problem_auc, pvalue
+from recipe.study.common.reporting import Comparison, interval, p_is, pct, problem_auc, pvalue, read
 
 RESAMPLES = 10_000
 SHARES = ("zero_variance", "all_correct", "all_wrong")
@@ -234,3 +237,59 @@ def total_line(runs: pd.DataFrame, left_out: str) -> str:
 def summary_markdown(titles: dict[str, str], fragments: dict[str, str]) -> str:
     """All fragments as one document (``summary.md``), in the order of ``titles``."""
     return "\n".join(f"#### {titles[k]}\n\n{fragments[k]}" for k in titles if k in fragments)
+
+
+@dataclass(frozen=True)
+class Confirmatory:
+    """A study's confirmatory data, read from its docs folder, and its comparisons."""
+
+    runs_all: pd.DataFrame  # every phase of runs.csv (confirmatory and real)
+    runs: pd.DataFrame  # the confirmatory runs
+    blocks: pd.DataFrame  # their blocks
+    problems: pd.DataFrame | None
+    meta: dict[str, int] | None
+    comps: list[Comparison]
+
+    @property
+    def real(self) -> pd.DataFrame:
+        return self.runs_all[self.runs_all.phase == "real"]
+
+
+def confirmatory(plan: StudyPlan, docs: Path) -> Confirmatory | None:
+    """The confirmatory CSVs of ``docs`` and the plan's comparisons on them (None before that phase)."""
+    runs_all = read(docs, "runs.csv")
+    if runs_all is None:
+        return None
+    runs = runs_all[runs_all.phase == "confirmatory"]
+    problems = read(docs, "problems.csv")
+    meta = json.loads((docs / "problems.json").read_text()) if (docs / "problems.json").is_file() else None
+    blocks = read(docs, "blocks.csv")
+    return Confirmatory(
+        runs_all,
+        runs,
+        blocks[blocks.phase == "confirmatory"],
+        problems,
+        meta,
+        comparisons(plan, runs, problems, meta),
+    )
+
+
+def confirmatory_fragments(plan: StudyPlan, c: Confirmatory, oneline: str) -> dict[str, str]:
+    """The blocks every study states alike once its confirmatory runs are in (``oneline``: its own)."""
+    out = {
+        "comparisons": comparisons_markdown(plan, c.comps),
+        "oneline": oneline,
+        "readme": oneline.replace("> **Result in one line.** ", "Measured here: "),
+    }
+    if len(c.real):
+        out["real_trainer"] = real_trainer_markdown(plan, c.real, c.runs)
+    return out
+
+
+def tuning_at_chosen(
+    plan: StudyPlan, pilot: pd.DataFrame
+) -> tuple[pd.DataFrame, dict[str, float], pd.DataFrame]:
+    """The tuning runs of the pilot CSV, the rates they choose, and the pilot CSV's runs at those rates."""
+    tuning = pilot[pilot.phase == "tuning"]
+    chosen = choose_learning_rates(plan, tuning)
+    return tuning, chosen, at_chosen_rates(pilot, chosen)

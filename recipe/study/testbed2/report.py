@@ -11,7 +11,6 @@ its exploration.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -232,9 +231,7 @@ def report(docs: Path) -> dict[str, str]:
         if (docs / f"{name}.csv").is_file():
             out[name] = census_markdown(read_census(docs / f"{name}.csv"))
     if pilot is not None:
-        tuning = pilot[pilot.phase == "tuning"]
-        chosen = a.choose_learning_rates(PLAN, tuning)
-        at_chosen = a.at_chosen_rates(pilot, chosen)
+        tuning, chosen, at_chosen = a.tuning_at_chosen(PLAN, pilot)
         out["tuning"] = tuning_markdown(tuning, chosen)
         out["pilot"] = a.mde_markdown(PLAN, at_chosen)
     explored = read(docs, "exploration_runs.csv")
@@ -244,27 +241,17 @@ def report(docs: Path) -> dict[str, str]:
             out["oneline"] = status_markdown(pilot, explored)
             out["readme"] = out["oneline"].replace("> **Result in one line.** ", "")
             out["budget"] = budget_markdown(pd.concat([pilot, explored]), read(docs, "machine.csv"))
-    if runs_all is None:
+    c = a.confirmatory(PLAN, docs)
+    if c is None:
         return out
-    runs = runs_all[runs_all.phase == "confirmatory"]
-    problems = read(docs, "problems.csv")
-    meta = json.loads((docs / "problems.json").read_text()) if (docs / "problems.json").is_file() else None
-    blocks = read(docs, "blocks.csv")
-    confirmatory_blocks = blocks[blocks.phase == "confirmatory"]
-    comps = a.comparisons(PLAN, runs, problems, meta)
-    out["criteria"] = criteria_markdown(runs, confirmatory_blocks)
-    out["methods"] = methods_markdown(runs)
-    out["comparisons"] = a.comparisons_markdown(PLAN, comps)
-    out["per_task"] = per_task_markdown(runs)
-    out["oneline"] = oneline_markdown(runs, comps, confirmatory_blocks)
-    out["readme"] = out["oneline"].replace("> **Result in one line.** ", "Measured here: ")
+    out["criteria"] = criteria_markdown(c.runs, c.blocks)
+    out["methods"] = methods_markdown(c.runs)
+    out["per_task"] = per_task_markdown(c.runs)
+    out.update(a.confirmatory_fragments(PLAN, c, oneline_markdown(c.runs, c.comps, c.blocks)))
     if pilot is not None:
-        out["pilot"] = a.mde_markdown(PLAN, at_chosen, runs)
-    real = runs_all[runs_all.phase == "real"]
-    if len(real):
-        out["real_trainer"] = a.real_trainer_markdown(PLAN, real, runs)
+        out["pilot"] = a.mde_markdown(PLAN, at_chosen, c.runs)
     out["budget"] = budget_markdown(
-        pd.concat([pilot, runs_all]) if pilot is not None else runs_all, read(docs, "machine.csv")
+        pd.concat([pilot, c.runs_all]) if pilot is not None else c.runs_all, read(docs, "machine.csv")
     )
     return out
 

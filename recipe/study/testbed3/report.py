@@ -11,7 +11,6 @@ table and its level census.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -197,9 +196,7 @@ def report(docs: Path) -> dict[str, str]:
     machine = read(docs, "machine.csv")
     at_chosen = None
     if pilot is not None:
-        tuning = pilot[pilot.phase == "tuning"]
-        chosen = a.choose_learning_rates(PLAN, tuning)
-        at_chosen = a.at_chosen_rates(pilot, chosen)
+        tuning, chosen, at_chosen = a.tuning_at_chosen(PLAN, pilot)
         out["tuning"] = tuning_markdown(tuning, chosen)
         pilot_blocks = read(docs, "pilot_blocks.csv")
         grpo = at_chosen[at_chosen.method == PLAN.baseline]
@@ -212,30 +209,21 @@ def report(docs: Path) -> dict[str, str]:
         paired_seeds = at_chosen[at_chosen.method.isin(PLAN.primary)].groupby("seed").method.nunique()
         if (paired_seeds == len(PLAN.primary)).sum() >= 2:  # the pilot has run
             out["pilot"] = a.mde_markdown(PLAN, at_chosen)
-    runs_all = read(docs, "runs.csv")
-    if runs_all is None:
+    c = a.confirmatory(PLAN, docs)
+    if c is None:
         if pilot is not None:
             out["budget"] = budget_markdown(pilot, machine)
         return out
-    runs = runs_all[runs_all.phase == "confirmatory"]
-    problems = read(docs, "problems.csv")
-    meta = json.loads((docs / "problems.json").read_text()) if (docs / "problems.json").is_file() else None
-    blocks = read(docs, "blocks.csv")
-    confirmatory_blocks = blocks[blocks.phase == "confirmatory"]
-    comps = a.comparisons(PLAN, runs, problems, meta)
-    out["criteria"] = criteria_markdown(runs, confirmatory_blocks, "confirmatory seeds")
-    out["methods"] = methods_markdown(runs)
-    out["comparisons"] = a.comparisons_markdown(PLAN, comps)
-    if problems is not None and meta:
-        out["per_level"] = per_level_markdown(runs, problems, meta)
-    out["oneline"] = oneline_markdown(runs, comps, confirmatory_blocks)
-    out["readme"] = out["oneline"].replace("> **Result in one line.** ", "Measured here: ")
+    out["criteria"] = criteria_markdown(c.runs, c.blocks, "confirmatory seeds")
+    out["methods"] = methods_markdown(c.runs)
+    if c.problems is not None and c.meta:
+        out["per_level"] = per_level_markdown(c.runs, c.problems, c.meta)
+    out.update(a.confirmatory_fragments(PLAN, c, oneline_markdown(c.runs, c.comps, c.blocks)))
     if at_chosen is not None:
-        out["pilot"] = a.mde_markdown(PLAN, at_chosen, runs)
-    real = runs_all[runs_all.phase == "real"]
-    if len(real):
-        out["real_trainer"] = a.real_trainer_markdown(PLAN, real, runs)
-    out["budget"] = budget_markdown(pd.concat([pilot, runs_all]) if pilot is not None else runs_all, machine)
+        out["pilot"] = a.mde_markdown(PLAN, at_chosen, c.runs)
+    out["budget"] = budget_markdown(
+        pd.concat([pilot, c.runs_all]) if pilot is not None else c.runs_all, machine
+    )
     return out
 
 

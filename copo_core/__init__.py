@@ -5,6 +5,7 @@ Public API (SPEC section 6):
     copo_policy_loss(old_log_prob, log_prob, local_adv, global_adv, local_weight, response_mask, ...)
     copo_batch_metrics(adv, index=None) -> dict[str, float]
     signal_budget_metrics(advantages, response_mask, scores, index) -> dict[str, float]
+    wrong_answer_metrics(advantages, response_mask, scores, index) -> dict[str, float]  (copo_core/mechanism.py)
     group_inverse(index) -> (LongTensor (N,), P)
     gcpo_shapley, compute_gcpo_advantages, gcpo_metrics  (SPEC section 8, copo_core/gcpo.py)
     CopoConfig, GcpoConfig: the algorithm.copo / algorithm.gcpo sections (defaults + checks)
@@ -34,6 +35,7 @@ from copo_core.gcpo import (
 )
 from copo_core.grouping import group_inverse
 from copo_core.losses import LOSS_AGG_MODES, agg_loss, copo_policy_loss
+from copo_core.mechanism import MECHANISM_METRIC_KEYS, wrong_answer_metrics
 from copo_core.metrics import copo_batch_metrics, signal_budget_metrics
 
 __all__ = [
@@ -42,6 +44,7 @@ __all__ = [
     "LOCAL_ADVANTAGES",
     "LOCAL_ESTIMATORS",
     "LOSS_AGG_MODES",
+    "MECHANISM_METRIC_KEYS",
     "WRONG_ANSWER_GLOBAL",
     "ConfigError",
     "CopoAdvantages",
@@ -59,4 +62,5 @@ __all__ = [
     "group_normalized_advantage",
     "rloo_advantage",
     "signal_budget_metrics",
+    "wrong_answer_metrics",
 ]

@@ -83,7 +83,7 @@ class Estimator:
     section: str | None
     step: str
     blends: bool = False
-    metric_names: tuple[str, ...] = names.SIGNAL_KEYS
+    metric_names: tuple[str, ...] = (*names.SIGNAL_KEYS, *names.MECHANISM_KEYS)
     batch_fields: tuple[str, ...] = ()
     gcpo_advantage: bool = False
     fast: bool = False
@@ -123,7 +123,7 @@ COPO = Estimator(
     section=CopoConfig.SECTION,
     step=RECIPE_STEP,
     blends=True,
-    metric_names=(*names.COPO_KEYS, *names.SIGNAL_KEYS),
+    metric_names=(*names.COPO_KEYS, *names.SIGNAL_KEYS, *names.MECHANISM_KEYS),
     batch_fields=(PREDS,),
     fast=True,
 )
@@ -132,7 +132,7 @@ GCPO = Estimator(
     loss_mode=VANILLA_LOSS,
     section=GcpoConfig.SECTION,
     step=RECIPE_STEP,
-    metric_names=(*names.GCPO_KEYS, *names.SIGNAL_KEYS),
+    metric_names=(*names.GCPO_KEYS, *names.SIGNAL_KEYS, *names.MECHANISM_KEYS),
     batch_fields=(TEXTS,),
     gcpo_advantage=True,
 )

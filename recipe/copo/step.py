@@ -33,6 +33,7 @@ from copo_core import (
     compute_copo_advantages,
     copo_batch_metrics,
     signal_budget_metrics,
+    wrong_answer_metrics,
 )
 from recipe.copo.config_check import sections
 from recipe.copo.estimators import PREDS, RECIPE_ESTIMATORS, Estimator, estimator, local_estimator
@@ -260,8 +261,12 @@ def advantage_step(batch: StepBatch, settings: StepSettings, global_step: int = 
     fields = {name: _to_tokens(values, row_to_final, mask) for name, values in per_session.items()}
     fields["returns"] = fields["advantages"].clone()
     real = [row for row, pad in enumerate(batch.is_padding) if not pad]
-    signal = signal_budget_metrics(
-        fields["advantages"][real], mask[real], batch.scores[real], [batch.uids[row] for row in real]
+    real_step = (
+        fields["advantages"][real],
+        mask[real],
+        batch.scores[real],
+        [batch.uids[row] for row in real],
     )
-    metrics.update(names.prefixed(names.SIGNAL_PREFIX, signal))
+    metrics.update(names.prefixed(names.SIGNAL_PREFIX, signal_budget_metrics(*real_step)))
+    metrics.update(names.prefixed(names.MECHANISM_PREFIX, wrong_answer_metrics(*real_step)))
     return StepResult(fields=fields, metrics=metrics)

@@ -24,7 +24,7 @@ from omegaconf import DictConfig, open_dict, read_write
 from verl.trainer.ppo.checkpoint_callback import CheckpointCallback
 from verl.trainer.ppo.v1.trainer_base import PPOTrainer, get_trainer_cls
 
-from copo_core import signal_budget_metrics
+from copo_core import signal_budget_metrics, wrong_answer_metrics
 from recipe.copo.actor_loss import copo_ppo_loss
 from recipe.copo.checkpoint_guard import CheckpointGuard, is_complete, verl_save_overrides
 from recipe.copo.estimators import RECIPE_LOSS_MODES, estimator
@@ -235,7 +235,8 @@ class CopoTrainerMixin:
         return tq.kv_batch_put(keys=batch.keys, partition_id=batch.partition_id, fields=output)
 
     def _signal_from_store(self, batch: Any) -> dict[str, float]:
-        """``signal/`` metrics of verl's own estimators (grpo, ...), read back from what their step wrote.
+        """``signal/`` and ``mechanism/`` metrics of verl's own estimators (grpo, ...), read back from
+        what their step wrote.
 
         The input meta's keys, partition and padding tags name the rows the step just wrote.
         """
@@ -250,13 +251,16 @@ class CopoTrainerMixin:
         padded = data.to_padded_tensor()
         keep = [i for i, tag in enumerate(batch.tags) if not tag.get("is_padding", False)]
         rows = torch.tensor(keep, dtype=torch.long)
-        stats = signal_budget_metrics(
+        step = (
             padded["advantages"][rows],
             padded["response_mask"][rows],
             padded["rm_scores"][rows].float().sum(dim=-1),
             uids[keep],
         )
-        return names.prefixed(names.SIGNAL_PREFIX, stats)
+        return {
+            **names.prefixed(names.SIGNAL_PREFIX, signal_budget_metrics(*step)),
+            **names.prefixed(names.MECHANISM_PREFIX, wrong_answer_metrics(*step)),
+        }
 
 
 def dump_step_batch(batch: Any, out_dir: Path, step: int) -> Path:

@@ -8,17 +8,21 @@ three prefixes, written by ``recipe/copo/step.py`` (and ``recipe/copo/trainer.py
 * ``gcpo/<key>``: GCPO's step statistics (``copo_core.gcpo_metrics`` plus timings), when GCPO's
   advantage is computed;
 * ``signal/<key>``: how a step spends its samples, with the group outcome fractions
-  (``copo_core.signal_budget_metrics``), every estimator, so GRPO, DAPO and COPO runs compare directly.
+  (``copo_core.signal_budget_metrics``), every estimator, so GRPO, DAPO and COPO runs compare directly;
+* ``mechanism/<key>``: the advantage of wrong answers by group kind and prompt success, and the share
+  of each group kind (``copo_core.wrong_answer_metrics``), every estimator.
 """
 
 from __future__ import annotations
 
 from copo_core import gcpo as _gcpo
+from copo_core import mechanism as _mechanism
 from copo_core import metrics as _core
 
 COPO_PREFIX = "copo/"
 GCPO_PREFIX = "gcpo/"
 SIGNAL_PREFIX = "signal/"
+MECHANISM_PREFIX = "mechanism/"
 VAL_PREFIX = "val-core/"
 
 # verl
@@ -63,6 +67,30 @@ def group_prefix(task: str) -> str:
 COPO_KEYS = tuple(COPO_PREFIX + key for key in _core.COPO_METRIC_KEYS)
 SIGNAL_KEYS = tuple(SIGNAL_PREFIX + key for key in _core.SIGNAL_METRIC_KEYS)
 GCPO_KEYS = tuple(GCPO_PREFIX + key for key in _gcpo.GCPO_METRIC_KEYS)
+MECHANISM_KEYS = tuple(MECHANISM_PREFIX + key for key in _mechanism.MECHANISM_METRIC_KEYS)
+# per success bin of mixed groups: (mean advantage of their wrong answers, how many)
+MECHANISM_MIXED_BINS = tuple(
+    (MECHANISM_PREFIX + m, MECHANISM_PREFIX + c) for m, c in _mechanism.MIXED_BIN_KEYS
+)
+MECHANISM_WRONG_ADV_ALL_WRONG = MECHANISM_PREFIX + _mechanism.WRONG_ADV_ALL_WRONG
+MECHANISM_NUM_WRONG_ALL_WRONG = MECHANISM_PREFIX + _mechanism.NUM_WRONG_ALL_WRONG
+MECHANISM_WRONG_ADV_MIXED = MECHANISM_PREFIX + _mechanism.WRONG_ADV_MIXED
+MECHANISM_NUM_WRONG_MIXED = MECHANISM_PREFIX + _mechanism.NUM_WRONG_MIXED
+# the shares of group kinds, and every (mean advantage of wrong answers, how many) pair: all-wrong
+# groups, mixed groups, then each success bin of mixed groups
+MECHANISM_GROUP_SHARES = tuple(
+    MECHANISM_PREFIX + k
+    for k in (
+        _mechanism.FRAC_GROUPS_ALL_WRONG,
+        _mechanism.FRAC_GROUPS_MIXED,
+        _mechanism.FRAC_GROUPS_ALL_CORRECT,
+    )
+)
+MECHANISM_WRONG_ADV = (
+    (MECHANISM_WRONG_ADV_ALL_WRONG, MECHANISM_NUM_WRONG_ALL_WRONG),
+    (MECHANISM_WRONG_ADV_MIXED, MECHANISM_NUM_WRONG_MIXED),
+    *MECHANISM_MIXED_BINS,
+)
 COPO_ENTROPY_MEAN = COPO_PREFIX + _core.ENTROPY_MEAN
 COPO_LOCAL_WEIGHT_MEAN = COPO_PREFIX + _core.LOCAL_WEIGHT_MEAN
 COPO_FRAC_NONZERO_ADV = COPO_PREFIX + _core.FRAC_NONZERO_ADV

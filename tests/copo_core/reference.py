@@ -249,6 +249,39 @@ def ref_batch_metrics(adv: dict[str, list[float]], index: Sequence[Hashable]) ->
     }
 
 
+def ref_wrong_answer_metrics(
+    advantages: list[list[float]], mask: list[list[float]], scores: Sequence[float], index: Sequence[Hashable]
+) -> dict[str, float]:
+    """wrong_answer_metrics one group and one response at a time (bins: quarters of success)."""
+    edges = (0.0, 0.25, 0.5, 0.75, 1.0)
+    labels = ("s000_025", "s025_050", "s050_075", "s075_100")
+    kinds = {"all_wrong": 0, "mixed": 0, "all_correct": 0}
+    wrong: dict[str, list[float]] = {"all_wrong": [], "mixed": [], **{b: [] for b in labels}}
+    groups = _groups(index)
+    for members in groups.values():
+        success = sum(scores[i] > 0 for i in members) / len(members)
+        kind = "all_wrong" if success == 0 else "all_correct" if success == 1 else "mixed"
+        kinds[kind] += 1
+        for i in members:
+            if scores[i] > 0:
+                continue
+            tokens = [a for a, m in zip(advantages[i], mask[i], strict=True) if m]
+            adv = sum(tokens) / len(tokens) if tokens else 0.0
+            if kind == "all_wrong":
+                wrong["all_wrong"].append(adv)
+            elif kind == "mixed":
+                wrong["mixed"].append(adv)
+                for label, low, high in zip(labels, edges[:-1], edges[1:], strict=True):
+                    if low <= success < high:
+                        wrong[label].append(adv)
+    out = {f"frac_groups_{k}": v / len(groups) for k, v in kinds.items()}
+    for key, values in wrong.items():
+        name = key if key in ("all_wrong", "mixed") else f"mixed_{key}"
+        out[f"wrong_adv_{name}"] = _mean(values) if values else float("nan")
+        out[f"num_wrong_{name}"] = float(len(values))
+    return out
+
+
 # --------------------------------------------------------------------------- GCPO (SPEC section 8)
 
 

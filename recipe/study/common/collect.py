@@ -7,9 +7,11 @@ Per run (fast trainer: ``metrics.jsonl``, ``validation.npz``, ``result.json``; r
   and area under the curve (mean accuracy over training, trapezoid) overall and per task; wall and
   CPU seconds; responses generated and responses with a non-zero advantage;
 * ``validation.csv``: validation accuracy per run, step and task;
-* ``blocks.csv``: per fast run, block of ``block_steps`` steps (the study plan's ``BLOCK_STEPS``) and task: the shares of all-correct,
+* ``blocks.csv``: per fast run, block of the plan's ``block_steps`` steps and task: the shares of all-correct,
   all-wrong and zero-variance groups among the groups generated, and the training accuracy;
 * ``curves.csv``: the same per step and task, averaged over the seeds of each (phase, method);
+* ``mechanism.csv`` (runs that log ``mechanism/`` metrics): per (phase, method, step), the advantage of
+  wrong answers by group kind and success bin, pooled over seeds (``recipe.study.common.mechanism``);
 * ``problems.csv`` (confirmatory runs): per validation problem, its task and level, and per run the
   problem's area under its mean@k curve in integer units: ``units = c_0 + 2 c_1 + ... + 2 c_{V-2} +
   c_{V-1}`` over the V equally spaced validations (c: correct samples of k), so the problem's AUC is
@@ -30,6 +32,9 @@ import numpy as np
 
 from recipe import stats
 from recipe.study.common.jobs import USAGE
+from recipe.study.common.mechanism import COLUMNS as MECHANISM_COLUMNS
+from recipe.study.common.mechanism import mechanism_rows
+from recipe.study.common.plan import StudyPlan
 from recipe.study.driver import SUMMARY
 from recipe.study.steps import write_csv
 from recipe.study.testbed.mixed import level_of
@@ -184,9 +189,7 @@ def block_rows(
     return out
 
 
-def step_curves(
-    runs: Sequence[PlannedRun], tasks: Sequence[str], source_prefix: str = "testbed2/"
-) -> list[dict[str, Any]]:
+def step_curves(runs: Sequence[PlannedRun], tasks: Sequence[str], source_prefix: str) -> list[dict[str, Any]]:
     """Per (phase, method, step, task): generated-group shares and training accuracy, mean over seeds."""
     acc: dict[tuple[str, str, int, str], list[list[float]]] = defaultdict(list)
     for run in runs:
@@ -257,17 +260,15 @@ def problem_columns(
 
 
 def collect(
+    plan: StudyPlan,
     runs: Sequence[PlannedRun],
     problems: Sequence[ValProblem],
     out_dir: Path,
     prefix: str = "",
-    source_prefix: str = "testbed2/",
-    *,
-    block_steps: int,
 ) -> dict[str, Any]:
-    """Write the CSVs (names prefixed with ``prefix``) for ``runs``; returns the rows written.
+    """Write the CSVs (names prefixed with ``prefix``) for ``runs`` of ``plan``; returns the rows written.
 
-    ``source_prefix``: the rows' ``data_source`` before the task name (``testbed2/``, ``testbed3/``).
+    The plan gives the rows' ``data_source`` prefix (``testbed2/``) and the blocks' length.
     """
     tasks = sorted({p.task for p in problems})
     run_rows, val_rows, blocks = [], [], []
@@ -289,17 +290,26 @@ def collect(
                     }
                 )
         if run.trainer == "fast":
-            blocks += block_rows(run, tasks, source_prefix, block_steps)
+            blocks += block_rows(run, tasks, plan.source_prefix, plan.block_steps)
     run_columns = list(run_rows[0])
     write_csv(out_dir / f"{prefix}runs.csv", run_rows, run_columns)
     write_csv(out_dir / f"{prefix}validation.csv", val_rows, list(val_rows[0]))
     if blocks:
         write_csv(out_dir / f"{prefix}blocks.csv", blocks, list(blocks[0]))
-    curves = step_curves(runs, tasks, source_prefix)
+    curves = step_curves(runs, tasks, plan.source_prefix)
     if curves:
         write_csv(out_dir / f"{prefix}curves.csv", curves, list(curves[0]))
+    mechanism = mechanism_rows(runs)
+    if mechanism:  # runs from before the mechanism metrics have none: no file
+        write_csv(out_dir / f"{prefix}mechanism.csv", mechanism, list(MECHANISM_COLUMNS))
     confirmatory = [r for r in runs if r.phase == "confirmatory"]
-    written: dict[str, Any] = {"runs": run_rows, "validation": val_rows, "blocks": blocks, "curves": curves}
+    written: dict[str, Any] = {
+        "runs": run_rows,
+        "validation": val_rows,
+        "blocks": blocks,
+        "curves": curves,
+        "mechanism": mechanism,
+    }
     if confirmatory:
         table, k, v = problem_columns(confirmatory, problems)
         write_csv(out_dir / f"{prefix}problems.csv", table, list(table[0]))

@@ -13,8 +13,6 @@ import pandas as pd
 
 from recipe import stats as paired
 
-RESAMPLES = 10_000
-
 
 def pct(x: float, signed: bool = False) -> str:
     """A share as percentage points with one decimal (``+1.2`` when signed)."""

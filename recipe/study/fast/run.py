@@ -133,7 +133,7 @@ class FastRun:
 
     def step(self, step: int) -> dict[str, Any]:
         """Sample, score, update: the step's metrics row."""
-        from copo_core import signal_budget_metrics
+        from copo_core import signal_budget_metrics, wrong_answer_metrics
 
         s = self.settings
         sample = self.sample(step)
@@ -144,8 +144,10 @@ class FastRun:
                 batch.old_log_probs = response_log_probs(self.model, batch, s.temperature, group_size=s.n)
         metrics = train_on_batch(self.model, self.optimizer, self.scheduler, batch, s, step, group_size=s.n)
         advantages = metrics.pop("_advantages")
-        signal = signal_budget_metrics(advantages, batch.response_mask, batch.scores, batch.uids)
-        metrics.update(names.prefixed(names.SIGNAL_PREFIX, signal))
+        step_batch = (advantages, batch.response_mask, batch.scores, batch.uids)
+        metrics.update(names.prefixed(names.SIGNAL_PREFIX, signal_budget_metrics(*step_batch)))
+        # the mechanism: what a wrong answer's advantage is, by group kind and prompt success
+        metrics.update(names.prefixed(names.MECHANISM_PREFIX, wrong_answer_metrics(*step_batch)))
         metrics[names.SCORE_MEAN] = float(batch.scores.mean())
         metrics[names.RESPONSE_LENGTH_MEAN] = float(batch.response_mask.sum(-1).mean())
         metrics.update(group_census(sample.generated))

@@ -10,7 +10,7 @@ import pytest
 import torch
 from verl.utils import tensordict_utils as tu
 
-from copo_core import CopoConfig, compute_copo_advantages, copo_batch_metrics
+from copo_core import CopoConfig, compute_copo_advantages, copo_batch_metrics, wrong_answer_metrics
 from copo_core.metrics import NONZERO_ADV_TOL
 from recipe.copo.step import (
     MISSING_PRED_MESSAGE,
@@ -107,7 +107,12 @@ def test_step_fields_equal_copo_core(blend_mode: str, entropy_source: str, penal
     # signal/ comes from the in-memory step, against a loop over the rows
     signal = _signal_by_hand(ref.blended, batch.scores, batch.uids, range(batch.n))
     assert {k: metrics[k] for k in _SIGNAL_KEYS} == pytest.approx(signal)
-    assert set(metrics) == set(copo) | set(_SIGNAL_KEYS)
+    # mechanism/ is copo_core's wrong_answer_metrics of the step's own advantages (its own loop test:
+    # tests/copo_core/test_mechanism.py)
+    wrong = wrong_answer_metrics(ref.blended[:, None], torch.ones(batch.n, 1), batch.scores, batch.uids)
+    mechanism = {f"mechanism/{k}": v for k, v in wrong.items()}
+    assert {k: metrics[k] for k in mechanism} == pytest.approx(mechanism, abs=1e-6, nan_ok=True)
+    assert set(metrics) == set(copo) | set(_SIGNAL_KEYS) | set(mechanism)
 
 
 def test_norm_adv_by_std_false_is_forwarded() -> None:
@@ -404,6 +409,14 @@ def test_verl_estimators_get_signal_metrics_read_back_from_the_store(monkeypatch
         == "verl-meta"
     )
     assert fake.calls == ["get"]  # one read, for the metrics only
-    assert metrics == pytest.approx(
-        _signal_by_hand(fake_first_token(fake, keys), batch.scores, batch.uids, range(1, batch.n))
+    advantages = fake_first_token(fake, keys)
+    signal = {k: v for k, v in metrics.items() if k.startswith("signal/")}
+    assert signal == pytest.approx(_signal_by_hand(advantages, batch.scores, batch.uids, range(1, batch.n)))
+    # mechanism/: the same rows (padding left out) through copo_core's wrong_answer_metrics
+    real = list(range(1, batch.n))
+    wrong = wrong_answer_metrics(
+        advantages[real][:, None], torch.ones(len(real), 1), batch.scores[real], [batch.uids[i] for i in real]
     )
+    mechanism = {f"mechanism/{k}": v for k, v in wrong.items()}
+    assert set(metrics) == set(signal) | set(mechanism)
+    assert {k: metrics[k] for k in mechanism} == pytest.approx(mechanism, abs=1e-6, nan_ok=True)

@@ -326,6 +326,14 @@ def test_a_fast_run_trains_validates_and_records_its_time(tmp_path: Path, tiny) 
     rows = read_metrics_jsonl(tmp_path / "run" / "metrics.jsonl")
     assert [r["step"] for r in rows] == [0, 1, 2]
     assert rows[1]["signal/num_responses"] == 16 and "copo/entropy_mean" in rows[1]
+    # the mechanism, logged per step: its group shares add up, its counts count the wrong answers
+    from recipe.tracking import names
+
+    for row in rows[1:]:
+        assert set(names.MECHANISM_KEYS) <= set(row)
+        assert sum(row[k] for k in names.MECHANISM_GROUP_SHARES) == pytest.approx(1.0)
+        wrong = row[names.MECHANISM_NUM_WRONG_ALL_WRONG] + row[names.MECHANISM_NUM_WRONG_MIXED]
+        assert wrong == pytest.approx(16 * (1 - row[names.SCORE_MEAN]))  # the parity reward is 0 or 1
     assert {"val-core/testbed2/add/acc/mean@4", "val-core/testbed2/max/acc/mean@4"} <= set(rows[2])
     data = np.load(tmp_path / "run" / VALIDATION)
     assert data["steps"].tolist() == [0, 1, 2] and data["correct"].shape == (3, 8) and int(data["n"]) == 4

@@ -11,6 +11,8 @@ docs/STUDY_CPU.md, docs/STUDY_PLAN.md and README.md hold the studies' figures be
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from recipe.study.common import docs
@@ -122,3 +124,51 @@ def test_committed_study_data_stays_small(study: str) -> None:
     assert total < 4_000_000, (
         f"docs/study_cpu/{study} holds {total / 1e6:.1f} MB; aggregate before committing"
     )
+
+
+def _assert_docs_regenerate(fragments: dict[str, str], prefix: str, tmp: Path) -> None:
+    """Each doc, rewritten by ``update_docs`` from ``fragments`` (on a copy), equals the committed one."""
+    copies = {}
+    for doc in docs.DOCS:
+        copies[doc] = tmp / doc.name
+        copies[doc].write_bytes(doc.read_bytes())
+    docs.update_docs(fragments, prefix=prefix, docs=tuple(copies.values()))
+    for doc, copy in copies.items():
+        assert copy.read_bytes() == doc.read_bytes(), f"{doc.name} differs when regenerated from the CSVs"
+
+
+def test_v2_documents_regenerate_byte_for_byte_from_their_csvs(tmp_path: Path) -> None:
+    """Every document the v2 study writes (the docs' blocks, summary.md, the exploration figure), from
+    the committed CSVs alone, equals the committed file byte for byte."""
+    from recipe.study.testbed2 import plots
+
+    folder = STUDY_DOCS / "testbed2"
+    fragments = report.report(folder)
+    assert {"census", "tuning", "pilot", "exploration", "oneline", "readme", "budget"} <= set(fragments)
+    _assert_docs_regenerate(fragments, "testbed2/", tmp_path)
+    assert report.summary_markdown(fragments).encode() == (folder / "summary.md").read_bytes()
+    plots.plot_exploration(folder / "exploration_validation.csv", tmp_path / "testbed2_exploration.png")
+    assert (tmp_path / "testbed2_exploration.png").read_bytes() == (
+        folder / "testbed2_exploration.png"
+    ).read_bytes()
+
+
+def test_v3_documents_regenerate_byte_for_byte_from_their_csvs(tmp_path: Path) -> None:
+    """Every document the v3 study writes (the docs' blocks, summary.md, both figures), from the
+    committed CSVs alone, equals the committed file byte for byte."""
+    from recipe.study.common import plots as common_plots
+    from recipe.study.testbed3 import report as report3
+    from recipe.study.testbed3.plan import PLAN
+
+    folder = STUDY_DOCS / "testbed3"
+    fragments = report3.report(folder)
+    assert {"levels", "tuning", "pilot", "criteria", "comparisons", "per_level", "budget"} <= set(fragments)
+    _assert_docs_regenerate(fragments, "testbed3/", tmp_path)
+    assert report3.summary_markdown(fragments).encode() == (folder / "summary.md").read_bytes()
+    out = tmp_path / "figures"
+    out.mkdir()
+    for csv in ("validation.csv", "curves.csv"):
+        (out / csv).write_bytes((folder / csv).read_bytes())
+    common_plots.plot_all(PLAN, out)
+    for png in ("testbed3_accuracy.png", "testbed3_regime.png"):
+        assert (out / png).read_bytes() == (folder / png).read_bytes(), png

@@ -9,12 +9,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from recipe.study.common import collect, docs, jobs
+from recipe.study.common import analysis, collect, docs, jobs
 from recipe.study.common.collect import PlannedRun, ValProblem
 from recipe.study.driver import SUMMARY
 from recipe.study.testbed import build as tb_build
 from recipe.study.testbed.mixed import MixedTask, MixedTaskSpec, level_of, original_id, verl_rows
-from recipe.study.testbed2 import plan, report
+from recipe.study.testbed2 import report
+from recipe.study.testbed2.plan import PLAN
 
 
 def test_mixed_splits_are_disjoint_balanced_and_keep_the_level_shares() -> None:
@@ -62,12 +63,12 @@ def test_spec_refuses_bad_tasks() -> None:
 
 
 def test_v2_has_its_own_cache_key_and_v1_keeps_its_own() -> None:
-    assert plan.TESTBED_V2.key() != tb_build.TestbedSpec().key()
+    assert PLAN.testbed.key() != tb_build.TestbedSpec().key()
     # v1's key hashes only v1's spec: the committed 2026-11-24 study's testbed is still the default
     assert "tasks" not in tb_build.TestbedSpec().as_dict()["task"]
 
 
-@pytest.mark.parametrize("method", plan.METHODS)
+@pytest.mark.parametrize("method", PLAN.methods)
 def test_both_trainers_get_overrides_that_compose(method: str, tmp_path: Path) -> None:
     from recipe.copo.config_check import compose_and_validate
 
@@ -78,7 +79,7 @@ def test_both_trainers_get_overrides_that_compose(method: str, tmp_path: Path) -
     assert "recipe.copo.main_copo" in real.command
     shared = jobs.overrides(testbed, method, 3, 1e-4)
     assert fast.command[-len(shared) :] == shared
-    config = compose_and_validate(shared, config_name=plan.CONFIG_NAME)
+    config = compose_and_validate(shared, config_name=PLAN.config_name)
     assert config.actor_rollout_ref.actor.optim.lr == 1e-4 and config.data.seed == 3
     assert fast.fingerprint["lr"] == 1e-4 and fast.steps == 100
 
@@ -132,7 +133,7 @@ def test_collect_and_report_on_fake_runs(tmp_path: Path, monkeypatch: pytest.Mon
             _fake_run(path, method, seed, gain)
             runs.append(PlannedRun("confirmatory", "fast", method, seed, 1e-4, path))
     out = tmp_path / "docs"
-    written = collect.collect(runs, problems, out, block_steps=plan.BLOCK_STEPS)
+    written = collect.collect(PLAN, runs, problems, out)
     table = pd.read_csv(out / "problems.csv")
     assert list(table.columns[:3]) == ["row", "task", "level"] and len(table) == 8
     data = np.load(tmp_path / "runs" / "grpo-s0" / "validation.npz")
@@ -142,7 +143,7 @@ def test_collect_and_report_on_fake_runs(tmp_path: Path, monkeypatch: pytest.Mon
     run0 = pd.read_csv(out / "runs.csv").set_index("run").loc["grpo-s0"]
     assert run0.auc == pytest.approx(float(np.mean(units / (2 * 4 * 2))), abs=1e-5)
     assert written["blocks"][0]["zero_variance"] == 0.5
-    monkeypatch.setattr(report, "RESAMPLES", 500)
+    monkeypatch.setattr(analysis, "RESAMPLES", 500)
     fragments = report.report(out)
     assert {"criteria", "methods", "comparisons", "per_task"} <= set(fragments)
     assert "copo_soft_with_zero - grpo" in fragments["comparisons"]
@@ -153,17 +154,17 @@ def test_learning_rate_rule_takes_the_best_mean_auc_and_the_smaller_on_ties() ->
     tuning = pd.DataFrame(
         [
             {"method": m, "lr": lr, "seed": s, "auc": auc}
-            for m in plan.METHODS
+            for m in PLAN.methods
             for lr, auc in ((3e-5, 0.5), (1e-4, 0.6 if m != "grpo" else 0.5), (3e-4, 0.55))
             for s in (0, 1)
         ]
     )
-    chosen = report.choose_learning_rates(tuning)
+    chosen = analysis.choose_learning_rates(PLAN, tuning)
     assert chosen["grpo"] == 3e-4 and chosen["copo_soft"] == 1e-4
     tie = pd.DataFrame(
-        [{"method": m, "lr": lr, "seed": 0, "auc": 0.5} for m in plan.METHODS for lr in (1e-4, 3e-5)]
+        [{"method": m, "lr": lr, "seed": 0, "auc": 0.5} for m in PLAN.methods for lr in (1e-4, 3e-5)]
     )
-    assert set(report.choose_learning_rates(tie).values()) == {3e-5}
+    assert set(analysis.choose_learning_rates(PLAN, tie).values()) == {3e-5}
 
 
 def test_docs_fragments_are_replaced_and_read_back(tmp_path: Path) -> None:
@@ -247,13 +248,13 @@ def test_every_probe_composes() -> None:
             f"actor_rollout_ref.rollout.seed={probe.seed}", f"actor_rollout_ref.actor.optim.lr={probe.lr}",
             *exploration.METHODS["grpo"], *probe.overrides,
         ]  # fmt: skip
-        config = compose_and_validate(overrides, config_name=plan.CONFIG_NAME)
-        assert config.algorithm.adv_estimator == "grpo" and probe.seed not in plan.CONFIRMATORY_SEEDS
+        config = compose_and_validate(overrides, config_name=PLAN.config_name)
+        assert config.algorithm.adv_estimator == "grpo" and probe.seed not in PLAN.confirmatory_seeds
 
 
 def test_the_stopped_plan_runs_no_more_confirmatory_runs() -> None:
     from recipe.study.testbed2 import cli
 
-    assert plan.CONFIRMATORY_STOPPED
+    assert PLAN.confirmatory_stopped
     with pytest.raises(SystemExit, match="stopped"):
         cli.main(["run", "--dry-run"])

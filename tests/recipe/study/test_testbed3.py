@@ -12,15 +12,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from recipe.study.common import collect
+from recipe.study.common import analysis, collect
 from recipe.study.common.collect import PlannedRun, ValProblem
+from recipe.study.common.testbeds import TESTBED_V2
 from recipe.study.driver import SUMMARY
 from recipe.study.testbed import build as tb_build
 from recipe.study.testbed.mixed import MixedTaskSpec
 from recipe.study.testbed.noisy import NoisyTaskSpec, ShownProblem, corrupt
 from recipe.study.testbed.sft import SFTSpec
-from recipe.study.testbed2.plan import TESTBED_V2
-from recipe.study.testbed3 import plan, report
+from recipe.study.testbed3 import report
+from recipe.study.testbed3.plan import PLAN, TESTBED_V3
 
 
 def test_corrupt_changes_exactly_one_digit_and_keeps_the_length() -> None:
@@ -80,11 +81,11 @@ def test_a_continuation_must_draw_the_base_pool() -> None:
 
 def test_v3_has_its_own_key_and_v2_keeps_its_own() -> None:
     v2 = TESTBED_V2.key()
-    assert plan.TESTBED_V3.key() not in (v2, tb_build.TestbedSpec().key())
-    assert "continued" in plan.TESTBED_V3.as_dict() and "continued" not in TESTBED_V2.as_dict()
-    splits = plan.TESTBED_V3.task.make_splits()
+    assert TESTBED_V3.key() not in (v2, tb_build.TestbedSpec().key())
+    assert "continued" in TESTBED_V3.as_dict() and "continued" not in TESTBED_V2.as_dict()
+    splits = TESTBED_V3.task.make_splits()
     assert len(splits.val) == 1024 and len(splits.train) == 512
-    rows = {plan.TESTBED_V3.task.source_of(t) for t in plan.TESTBED_V3.task.tasks}
+    rows = {TESTBED_V3.task.source_of(t) for t in TESTBED_V3.task.tasks}
     assert rows == {"testbed3/add", "testbed3/max"}
 
 
@@ -161,10 +162,10 @@ def test_collect_and_report_on_fake_runs(tmp_path: Path, monkeypatch: pytest.Mon
             _fake_run(path, seed, gain)
             runs.append(PlannedRun("confirmatory", "fast", method, seed, 1e-4, path))
     out = tmp_path / "docs"
-    collect.collect(runs, problems, out, source_prefix=plan.SOURCE_PREFIX, block_steps=plan.BLOCK_STEPS)
+    collect.collect(PLAN, runs, problems, out)
     blocks = pd.read_csv(out / "blocks.csv")
     assert set(blocks.task) == {"max", "all"} and (blocks.all_wrong == 0.3).all()
-    monkeypatch.setattr(report, "RESAMPLES", 300)
+    monkeypatch.setattr(analysis, "RESAMPLES", 300)
     fragments = report.report(out)
     assert {"criteria", "methods", "comparisons", "per_level", "oneline"} <= set(fragments)
     # per level: the primary difference equals the mean over seeds of the per-level AUC differences
@@ -177,40 +178,38 @@ def test_collect_and_report_on_fake_runs(tmp_path: Path, monkeypatch: pytest.Mon
     )
     assert f"{100 * d.mean():+.1f}" in fragments["per_level"]
     assert report.report(out) == fragments
-    from recipe.study.testbed3 import plots
+    from recipe.study.common import plots
 
-    plots.plot_all(out)
+    plots.plot_all(PLAN, out)
     assert (out / "testbed3_accuracy.png").stat().st_size > 0 and (out / "testbed3_regime.png").is_file()
 
 
 def test_tuning_and_pilot_blocks_on_fake_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     problems = [ValProblem(i, "max", "max2x2" if i < 4 else "max3x3") for i in range(8)]
     runs = []
-    for method in plan.METHODS:
+    for method in PLAN.methods:
         for lr, gain in ((1e-4, 0.5), (2e-4, 0.25)):
             path = tmp_path / "runs" / "tuning" / f"{method}-lr{lr:g}-s3000"
             _fake_run(path, 3000, gain)
             runs.append(PlannedRun("tuning", "fast", method, 3000, lr, path))
-    for seed in plan.PILOT_SEEDS:
-        for method in plan.PILOT_METHODS:
+    for seed in PLAN.pilot_seeds:
+        for method in PLAN.pilot_methods:
             path = tmp_path / "runs" / "pilot" / f"{method}-s{seed}"
             _fake_run(path, seed, 0.5 if method == "grpo" else 0.25)
             runs.append(PlannedRun("pilot", "fast", method, seed, 1e-4, path))
     out = tmp_path / "docs"
-    collect.collect(
-        runs, problems, out, prefix="pilot_", source_prefix=plan.SOURCE_PREFIX, block_steps=plan.BLOCK_STEPS
-    )
+    collect.collect(PLAN, runs, problems, out, prefix="pilot_")
     tuning = pd.read_csv(out / "pilot_runs.csv").query("phase == 'tuning'")
-    assert set(report.choose_learning_rates(tuning).values()) == {1e-4}
+    assert set(analysis.choose_learning_rates(PLAN, tuning).values()) == {1e-4}
     fragments = report.report(out)
     assert {"tuning", "tuning_criteria", "pilot", "budget"} <= set(fragments)
-    assert f"Pilot ({1 + len(plan.PILOT_SEEDS)} paired seeds" in fragments["pilot"]
+    assert f"Pilot ({1 + len(PLAN.pilot_seeds)} paired seeds" in fragments["pilot"]
     assert "GRPO's validation accuracy gain" in fragments["tuning_criteria"]
 
 
 def test_only_seeds_with_every_method_finished_are_analysed(tmp_path: Path) -> None:
-    from recipe.study.testbed3.cli import complete_seeds
+    from recipe.study.common.cli import complete_seeds
 
-    runs = [PlannedRun("confirmatory", "fast", m, 100, 1e-4, tmp_path) for m in plan.METHODS]
-    runs += [PlannedRun("confirmatory", "fast", m, 101, 1e-4, tmp_path) for m in plan.METHODS[:2]]
-    assert {(r.seed, r.method) for r in complete_seeds(runs)} == {(100, m) for m in plan.METHODS}
+    runs = [PlannedRun("confirmatory", "fast", m, 100, 1e-4, tmp_path) for m in PLAN.methods]
+    runs += [PlannedRun("confirmatory", "fast", m, 101, 1e-4, tmp_path) for m in PLAN.methods[:2]]
+    assert {(r.seed, r.method) for r in complete_seeds(PLAN, runs)} == {(100, m) for m in PLAN.methods}

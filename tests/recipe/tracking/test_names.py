@@ -10,14 +10,14 @@ import re
 import pytest
 import torch
 
-from copo_core import CopoConfig, GcpoConfig, compute_copo_advantages, gcpo, metrics
+from copo_core import CopoConfig, GcpoConfig, compute_copo_advantages, gcpo, mechanism, metrics
 from recipe.copo import gcpo_step
 from recipe.copo.step import StepSettings, advantage_step
 from recipe.tracking import names
 from tests.paths import REPO
 from tests.recipe.copo.copo_batches import make_step_batch
 
-RECIPE_NAME = re.compile(r"^(copo|gcpo|signal)/[A-Za-z0-9_]+$")
+RECIPE_NAME = re.compile(r"^(copo|gcpo|signal|mechanism)/[A-Za-z0-9_]+$")
 
 
 def test_copo_core_returns_exactly_the_keys_it_exports() -> None:
@@ -27,6 +27,8 @@ def test_copo_core_returns_exactly_the_keys_it_exports() -> None:
     mask = batch.response_mask()
     signal = metrics.signal_budget_metrics(adv.blended[:, None] * mask, mask, batch.scores, batch.uids)
     assert tuple(signal) == metrics.SIGNAL_METRIC_KEYS
+    wrong = mechanism.wrong_answer_metrics(adv.blended[:, None] * mask, mask, batch.scores, batch.uids)
+    assert tuple(wrong) == mechanism.MECHANISM_METRIC_KEYS
     shares = torch.rand(batch.n, dtype=torch.float64)
     assert tuple(gcpo.gcpo_metrics(shares, batch.scores, batch.uids)) == gcpo.GCPO_METRIC_KEYS
 
@@ -39,7 +41,7 @@ def test_every_key_a_step_logs_is_a_listed_name(estimator: str, local: str) -> N
     )
     texts = [f"answer {p}" for p in batch.preds]
     logged = set(advantage_step(batch.step_inputs(texts=texts), settings).metrics)
-    expected = set(names.SIGNAL_KEYS)
+    expected = set(names.SIGNAL_KEYS) | set(names.MECHANISM_KEYS)
     if estimator == "copo":
         expected |= set(names.COPO_KEYS)
     if estimator == "gcpo" or local == "gcpo":
@@ -51,8 +53,10 @@ def test_every_recipe_name_in_names_is_computed_somewhere() -> None:
     listed = {
         v for k, v in vars(names).items() if k.isupper() and isinstance(v, str) and RECIPE_NAME.match(v)
     }
-    assert listed, "names.py lists no copo/, gcpo/ or signal/ name"
-    assert listed <= set(names.COPO_KEYS) | set(names.SIGNAL_KEYS) | set(names.GCPO_KEYS)
+    assert listed, "names.py lists no copo/, gcpo/, signal/ or mechanism/ name"
+    assert listed <= set(names.COPO_KEYS) | set(names.SIGNAL_KEYS) | set(names.GCPO_KEYS) | set(
+        names.MECHANISM_KEYS
+    )
 
 
 def test_no_module_spells_a_recipe_metric_name_by_hand() -> None:

@@ -1,0 +1,94 @@
+"""A testbed study's pre-registered design as one frozen object (``StudyPlan``).
+
+The collection, the report, the plots and the command line take the plan as an argument, so a study
+(testbed v2, v3, ...) is a plan instance plus the little that is its own (its census, its text). The
+plan states what docs/STUDY_PLAN.md states in prose: the testbed, the methods and their comparisons,
+the seeds of each phase, the learning-rate grid and the endpoint's parameters. The learning rates the
+tuning chose live in the plan's ``learning_rates_file``, written by the ``pilot-summarize`` phase and
+committed before the confirmatory runs.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from recipe.files import REPO_ROOT
+from recipe.study.testbed.build import ContinuedSpec, TestbedSpec
+
+STUDY_PLAN_DOC = REPO_ROOT / "docs" / "STUDY_PLAN.md"
+
+
+@dataclass(frozen=True)
+class StudyPlan:
+    """One pre-registered testbed study (every field is read by the runs, the tuning or the analysis)."""
+
+    name: str  # "testbed2": the docs' block prefix, the rows' data_source prefix, folders and figure names
+    testbed: TestbedSpec | ContinuedSpec
+    config_name: str  # the workload yaml in recipe/copo/config/
+    tasks: tuple[str, ...]  # the testbed's tasks (the rows' data_source after ``name/``)
+    methods: tuple[str, ...]
+    baseline: str
+    primary: tuple[str, str]  # (treatment, control)
+    secondary: tuple[tuple[str, str], ...]  # the Holm-corrected family, each (treatment, control)
+    tuning_seeds: tuple[int, ...]
+    pilot_seeds: tuple[int, ...]  # with the tuning seeds at the chosen rates: the pilot of the power estimate
+    confirmatory_seeds: tuple[int, ...]
+    real_trainer_seeds: tuple[int, ...]  # the confirmation through verl's trainer: confirmatory seeds
+    lr_grid: tuple[float, ...]
+    learning_rates_file: Path
+    rate_rule: str  # how the tuning chooses a rate (written beside the rates)
+    alpha: float = 0.05
+    power: float = 0.80
+    block_steps: int = 10  # the regime criteria (zero-variance, all-correct, all-wrong shares) per block
+    gain_target: float = 0.10  # testbed criterion: GRPO's final - start validation accuracy, mean over seeds
+    gain_floor: float = 0.05  # ... with its 95% interval above this
+    zero_variance_min: float = 0.30
+    all_correct_min: float = 0.10
+    all_wrong_min: float = 0.10
+    power_seeds: tuple[int, ...] = ()  # seed counts the power is also stated for
+    # Time-based stop: no confirmatory run starts after this (ISO time); the analysis takes the seeds
+    # whose runs of every method finished.
+    confirmatory_deadline_utc: str | None = None
+    confirmatory_stopped: bool = False  # the plan's confirmatory phase was stopped: no run may start
+    study_doc: Path = STUDY_PLAN_DOC  # the prose plan that must be committed before confirmatory runs
+
+    @property
+    def pilot_methods(self) -> tuple[str, str]:
+        return self.primary
+
+    @property
+    def real_trainer_methods(self) -> tuple[str, str]:
+        return self.primary
+
+    @property
+    def source_prefix(self) -> str:
+        """The rows' ``data_source`` before the task name (``testbed2/``)."""
+        return f"{self.name}/"
+
+    @property
+    def doc_prefix(self) -> str:
+        """The docs' generated blocks of this study are named ``<doc_prefix><fragment>``."""
+        return f"{self.name}/"
+
+    @property
+    def runs_dir(self) -> Path:
+        return REPO_ROOT / "runs" / f"study_{self.name}"
+
+    @property
+    def docs_dir(self) -> Path:
+        return REPO_ROOT / "docs" / "study_cpu" / self.name
+
+    def learning_rates(self) -> dict[str, float]:
+        """The tuned learning rate of every method (raises when the tuning has not been summarised)."""
+        if not self.learning_rates_file.is_file():
+            raise FileNotFoundError(
+                f"{self.learning_rates_file} is missing: run `python scripts/study_{self.name}.py tune` and "
+                "`pilot-summarize` first (docs/STUDY_PLAN.md, tuning)"
+            )
+        rates = json.loads(self.learning_rates_file.read_text())["learning_rates"]
+        missing = [m for m in self.methods if m not in rates]
+        if missing:
+            raise ValueError(f"{self.learning_rates_file}: no learning rate for {missing}")
+        return {m: float(rates[m]) for m in self.methods}

@@ -262,12 +262,18 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="action", required=True)
     sub.add_parser("build", help="build (or find) testbed v2; prints its folder last")
     census = sub.add_parser("census", help="step-0 group outcomes per task and level")
-    census.add_argument("--per-task", type=int, default=256, help="training prompts per task")
-    census.add_argument("--seed", type=int, default=0)
-    census.add_argument("--docs", type=Path, default=DOCS)
+    census.add_argument(
+        "--per-task", type=int, default=256, help="training prompts per task (default %(default)s)"
+    )
+    census.add_argument("--seed", type=int, default=0, help="sampling seed (default %(default)s)")
+    census.add_argument("--docs", type=Path, default=DOCS, help="(default %(default)s)")
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--runs", type=Path, default=RUNS, help="run folders (one subfolder per phase)")
-    common.add_argument("--docs", type=Path, default=DOCS, help="committed CSVs and report")
+    common.add_argument(
+        "--runs", type=Path, default=RUNS, help="run folders (one subfolder per phase) (default %(default)s)"
+    )
+    common.add_argument(
+        "--docs", type=Path, default=DOCS, help="committed CSVs and report (default %(default)s)"
+    )
     for name, text in (
         ("tune", "learning-rate grid on the tuning seeds"),
         ("pilot", "primary pair on the pilot seeds"),
@@ -276,7 +282,9 @@ def build_parser() -> argparse.ArgumentParser:
         ("explore", "the probes that tried to make testbed v2 learn"),
     ):
         p = sub.add_parser(name, parents=[common], help=text)
-        p.add_argument("--parallel", type=int, default=2, help="runs at once, one thread each")
+        p.add_argument(
+            "--parallel", type=int, default=2, help="runs at once, one thread each (default %(default)s)"
+        )
         p.add_argument("--dry-run", action="store_true", help="print the plan and commands only")
     sub.add_parser("pilot-summarize", parents=[common], help="tuning + pilot -> learning rates and power")
     sub.add_parser("summarize", parents=[common], help="CSVs, report, plots, docs fragments")

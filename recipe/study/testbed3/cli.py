@@ -250,8 +250,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="action", required=True)
     sub.add_parser("build", help="build (or find) testbed v3; prints its folder last")
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--runs", type=Path, default=RUNS, help="run folders (one subfolder per phase)")
-    common.add_argument("--docs", type=Path, default=DOCS, help="committed CSVs and report")
+    common.add_argument(
+        "--runs", type=Path, default=RUNS, help="run folders (one subfolder per phase) (default %(default)s)"
+    )
+    common.add_argument(
+        "--docs", type=Path, default=DOCS, help="committed CSVs and report (default %(default)s)"
+    )
     sub.add_parser(
         "levels", parents=[common], help="greedy vs sampled accuracy per level (v2 and v3 policies)"
     )
@@ -262,7 +266,9 @@ def build_parser() -> argparse.ArgumentParser:
         ("real", "verl-trainer confirmation"),
     ):
         p = sub.add_parser(name, parents=[common], help=text)
-        p.add_argument("--parallel", type=int, default=2, help="runs at once, one thread each")
+        p.add_argument(
+            "--parallel", type=int, default=2, help="runs at once, one thread each (default %(default)s)"
+        )
         p.add_argument("--dry-run", action="store_true", help="print the plan and commands only")
     sub.add_parser("pilot-summarize", parents=[common], help="tuning + pilot -> learning rates and power")
     sub.add_parser("summarize", parents=[common], help="CSVs, report, plots, docs blocks")

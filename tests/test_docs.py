@@ -73,6 +73,11 @@ def count_links(md: Path) -> int:
     )
 
 
+def test_readme_is_a_five_minute_read() -> None:
+    lines = (REPO / "README.md").read_text().count("\n")
+    assert lines <= 250, f"README.md has {lines} lines (at most 250: move detail to docs/ and link it)"
+
+
 def test_every_relative_link_resolves() -> None:
     assert sum(count_links(md) for md in DOCS) > 50, "the link pattern found almost no links: is it broken?"
     broken = [b for md in DOCS for b in broken_links(md)]

@@ -59,6 +59,7 @@ def plot_curve(run: str | Path, out_dir: str | Path, setup_matplotlib: Callable)
     right.set_title("greedy validation accuracy, before and after")
     right.set_xlabel("training step")
     right.set_ylim(-0.02, 1.02)
+    right.margins(x=0.12)  # room for the value labels beside the last point
     if validation:
         right.legend(fontsize=8, loc="lower right")
     for ax in (left, right):

@@ -17,6 +17,7 @@ import json
 import re
 import runpy
 import sys
+from pathlib import Path
 
 
 class _Captured(BaseException):  # BaseException: a script's `except Exception` does not swallow it
@@ -72,6 +73,10 @@ def undocumented_defaults(parser: argparse.ArgumentParser) -> list[str]:
             continue
         help_text = action.help or ""
         shown = [str(default)] if not isinstance(default, list | tuple) else [" ".join(map(str, default))]
+        if isinstance(default, Path) and default.is_relative_to(Path.cwd()):
+            shown.append(
+                default.relative_to(Path.cwd()).as_posix()
+            )  # "default: runs/x" for REPO / "runs" / "x"
         stated = any(
             re.search(r"default\W{1,3}" + re.escape(s) + r"(?![\w.])", help_text) or f"[{s}]" in help_text
             for s in shown

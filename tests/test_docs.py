@@ -186,7 +186,11 @@ def test_readme_run_script_commands_dry_run(tmp_path: Path) -> None:
 # --- --help states defaults ------------------------------------------------------------------------------
 
 
-PY_SCRIPTS = sorted(p.relative_to(REPO).as_posix() for p in (REPO / "scripts").glob("*.py"))
+PY_SCRIPTS = [
+    *sorted(p.relative_to(REPO).as_posix() for p in (REPO / "scripts").rglob("*.py")),
+    "-m:tests.flake_check",  # scripts/flake_check.sh's --help
+    "-m:data_prep",  # README's python -m data_prep
+]
 
 
 @pytest.mark.parametrize("script", PY_SCRIPTS)

@@ -84,20 +84,27 @@ def build_parser() -> argparse.ArgumentParser:
                 type=float,
                 default=1.0,
                 help="keep a seeded random subset of the de-duplicated problems (0.1: about 1.7k problems; "
-                "not the authors' training file, which holds every problem: see docs/REPRODUCE.md)",
+                "not the authors' training file, which holds every problem: see docs/REPRODUCE.md; default %(default)s: all)",
             )
-            p.add_argument("--seed", type=int, default=0, help="seed of the --fraction subset")
+            p.add_argument(
+                "--seed", type=int, default=0, help="seed of the --fraction subset (default %(default)s)"
+            )
 
     g = sub.add_parser("reasoning_gym", help="offline generator (reasoning-gym package)")
     g.add_argument("--out", required=True, type=Path, help="output folder (train.parquet, val.parquet)")
     g.add_argument(
         "--tasks",
         default="basic_arithmetic,chain_sum,gsm_symbolic",
-        help="comma list of reasoning-gym tasks, each optionally name@easy or name@hard",
+        help="comma list of reasoning-gym tasks, each optionally name@easy or name@hard (default %(default)s)",
     )
     g.add_argument("--size", type=int, required=True, help="number of train rows (split evenly over tasks)")
-    g.add_argument("--val-size", type=int, default=0, help="number of val rows (disjoint from train)")
-    g.add_argument("--seed", type=int, default=0)
+    g.add_argument(
+        "--val-size",
+        type=int,
+        default=0,
+        help="number of val rows (disjoint from train) (default %(default)s)",
+    )
+    g.add_argument("--seed", type=int, default=0, help="(default %(default)s)")
     g.add_argument(
         "--task-config",
         help='JSON (or a .json file) of per-task config overrides, e.g. {"chain_sum": {"max_digits": 1}}',

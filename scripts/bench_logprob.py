@@ -17,14 +17,18 @@ from recipe.preflight.shapes import model_shape
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config-name", default="copo_qwen2.5_3b")
+    parser.add_argument("--config-name", default="copo_qwen2.5_3b", help="(default %(default)s)")
     parser.add_argument(
-        "--model", default="Qwen/Qwen2.5-3B-Instruct", help="shape (tiny layers, its vocabulary)"
+        "--model",
+        default="Qwen/Qwen2.5-3B-Instruct",
+        help="shape (tiny layers, its vocabulary) (default %(default)s)",
     )
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--sequences", type=int, default=8)
-    parser.add_argument("--repeats", type=int, default=3, help="timed passes per run (median)")
-    parser.add_argument("--out", default="outputs/bench_logprob")
+    parser.add_argument("--rounds", type=int, default=3, help="(default %(default)s)")
+    parser.add_argument("--sequences", type=int, default=8, help="(default %(default)s)")
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="timed passes per run (median) (default %(default)s)"
+    )
+    parser.add_argument("--out", default="outputs/bench_logprob", help="(default %(default)s)")
     args = parser.parse_args()
     spec = {
         "config": args.config_name,

@@ -5,11 +5,11 @@
 #
 # CPU wall times on a shared machine drift with how busy the cores are; this project prints the
 # fp32 matmul roofline beside every time (recipe/cpu_backend/roofline.py). The slow days of
-# README's measurements were other jobs on the same 2 cores (load 6-16, roofline 50-95 GFLOP/s).
+# the measurements in docs/CPU.md were other jobs on the same 2 cores (load 6-16, roofline 50-95 GFLOP/s).
 # This recreates such a day on a quiet one: N busy-looping shell processes at the command's own
-# priority compete with it for the cores. On the 2-core machine of README (2026-11-25, ~205 GFLOP/s
+# priority compete with it for the cores. On the 2-core machine of docs/CPU.md (2026-11-25, ~205 GFLOP/s
 # quiet), 2-3 neighbours brought the roofline to 31-52 GFLOP/s and plain PyTorch's training update
-# to 4.5x its quiet time, while the quickstart took 1.45-1.65x its own (README: the roofline
+# to 4.5x its quiet time, while the quickstart took 1.45-1.65x its own (docs/CPU.md: the roofline
 # overstates contention). The job prints what it got.
 #
 # The neighbours stop when the command ends, fails, or is stopped (SIGTERM / Ctrl-C reach the

@@ -22,7 +22,7 @@ usage() {
 Usage: bash scripts/quickstart.sh [options] [hydra.key=value ...]
 
 Options:
-  --steps N        training steps (default: scripts/quickstart_run.py's)
+  --steps N        training steps (default 8)
   --algo NAME      copo (default) or grpo (verl's estimator, same trainer)
   --out DIR        run folder (default runs/quickstart-<algo>)
   --model DIR      a HF model folder to train instead of SmolLM2-135M-Instruct

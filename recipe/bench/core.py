@@ -58,13 +58,17 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="bench_core.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--prompts", type=int, default=2048)
-    parser.add_argument("--group", type=int, default=8)
-    parser.add_argument("--length", type=int, default=1024)
-    parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--loop-repeats", type=int, default=3, help="repeats of verl's slow loop grpo")
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--loss-agg-mode", default="seq-mean-token-mean")
+    parser.add_argument("--prompts", type=int, default=2048, help="prompts per batch (default %(default)s)")
+    parser.add_argument("--group", type=int, default=8, help="responses per prompt (default %(default)s)")
+    parser.add_argument("--length", type=int, default=1024, help="response tokens (default %(default)s)")
+    parser.add_argument("--repeats", type=int, default=7, help="timed repeats (default %(default)s)")
+    parser.add_argument(
+        "--loop-repeats", type=int, default=3, help="repeats of verl's slow loop grpo (default %(default)s)"
+    )
+    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default %(default)s)")
+    parser.add_argument(
+        "--loss-agg-mode", default="seq-mean-token-mean", help="verl loss aggregation (default %(default)s)"
+    )
     args = parser.parse_args(argv)
 
     torch.set_num_threads(args.threads)

@@ -84,14 +84,30 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="bench_gcpo.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--prompts", type=int, default=512)
-    parser.add_argument("--permutations", type=int, default=64, help="Monte Carlo permutations for G=16")
-    parser.add_argument("--repeats", type=int, default=5, help="timed repeats of the Shapley part")
-    parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0 = torch's default)")
-    parser.add_argument("--embedder", default="minilm", help="minilm | hash | local model path")
-    parser.add_argument("--embed-batch-size", type=int, default=64)
+    parser.add_argument("--prompts", type=int, default=512, help="prompts per step (default %(default)s)")
     parser.add_argument(
-        "--embed-limit", type=int, default=0, help="embed only this many texts and scale linearly (0 = all)"
+        "--permutations", type=int, default=64, help="Monte Carlo permutations for G=16 (default %(default)s)"
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=5, help="timed repeats of the Shapley part (default %(default)s)"
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="torch intra-op threads (0 = torch's default) (default %(default)s)",
+    )
+    parser.add_argument(
+        "--embedder", default="minilm", help="minilm | hash | local model path (default %(default)s)"
+    )
+    parser.add_argument(
+        "--embed-batch-size", type=int, default=64, help="texts per embedder forward (default %(default)s)"
+    )
+    parser.add_argument(
+        "--embed-limit",
+        type=int,
+        default=0,
+        help="embed only this many texts and scale linearly (0 = all) (default %(default)s)",
     )
     args = parser.parse_args(argv)
     if args.threads > 0:

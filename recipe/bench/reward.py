@@ -225,9 +225,11 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(
         prog="bench_reward.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--n", type=int, default=2000, help="responses per workload")
-    ap.add_argument("--procs", type=int, default=2, help="worker processes")
-    ap.add_argument("--timeout", type=float, default=5.0, help="per-call limit, seconds")
+    ap.add_argument("--n", type=int, default=2000, help="responses per workload (default %(default)s)")
+    ap.add_argument("--procs", type=int, default=2, help="worker processes (default %(default)s)")
+    ap.add_argument(
+        "--timeout", type=float, default=5.0, help="per-call limit, seconds (default %(default)s)"
+    )
     ap.add_argument("--suite-only", action="store_true", help="only the labelled suites vs verl's scorers")
     ap.add_argument("--show-disagreements", action="store_true", help="list every case a scorer gets wrong")
     args = ap.parse_args(argv)

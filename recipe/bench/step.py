@@ -401,7 +401,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="bench_step.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--steps", type=int, default=3, help="training steps to run (the first is not timed)")
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=3,
+        help="training steps to run (the first is not timed) (default %(default)s)",
+    )
     parser.add_argument("--metrics", type=Path, default=None, help="time this run's metrics.jsonl instead")
     parser.add_argument("--model", default=None, help="HF model folder (default: the quickstart's SmolLM2)")
     parser.add_argument(
@@ -418,7 +423,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--plain-shape",
         default="rows=32,prompt=58,response=64,micro=8,mini=16",
-        help="with --plain-only: sequences, prompt and response tokens, micro- and mini-batch sequences",
+        help="with --plain-only: sequences, prompt and response tokens, micro- and mini-batch sequences (default %(default)s)",
     )
     parser.add_argument(
         "--project-roofline",

@@ -247,6 +247,29 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     return 0
 
 
+MINI_BATCH_KEY = "actor_rollout_ref.actor.ppo_mini_batch_size"
+N_KEY = "actor_rollout_ref.rollout.n"
+LR_KEY = "actor_rollout_ref.actor.optim.lr"
+_HELP_KEYS = (
+    "data.train_batch_size",
+    MINI_BATCH_KEY,
+    N_KEY,
+    "data.max_prompt_length",
+    "data.max_response_length",
+    LR_KEY,
+)
+
+
+def cpu_yaml_defaults(
+    path: Path = REPO_ROOT / "recipe" / "copo" / "config" / "copo_cpu.yaml",
+) -> dict[str, object]:
+    """The workload keys the options override, as copo_cpu.yaml sets them (for --help)."""
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.load(path)
+    return {key: OmegaConf.select(cfg, key) for key in _HELP_KEYS}
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="quickstart_run.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -255,23 +278,32 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--data", required=True, help="folder with train.parquet and val.parquet")
     parser.add_argument("--out", required=True, help="run folder (metrics, checkpoints, log)")
     parser.add_argument("--steps", type=int, default=8, help="training steps (default 8)")
-    parser.add_argument("--algo", choices=list(ALGO_LOSS), default="copo")
-    yaml = "default: copo_cpu.yaml's"
-    parser.add_argument("--batch", type=int, default=None, help=f"prompts per step ({yaml})")
+    parser.add_argument("--algo", choices=list(ALGO_LOSS), default="copo", help="(default %(default)s)")
+    # None = leave copo_cpu.yaml's value; the help states that value, read from the file itself.
+    cpu = cpu_yaml_defaults()
+
+    def yaml(key: str) -> str:
+        return f"default {cpu[key]}, copo_cpu.yaml's {key}"
+
+    parser.add_argument(
+        "--batch", type=int, default=None, help=f"prompts per step ({yaml('data.train_batch_size')})"
+    )
     parser.add_argument(
         "--mini-batch",
         type=int,
         default=None,
-        help=f"prompts per optimizer update, 0 for the whole step ({yaml})",
+        help=f"prompts per optimizer update, 0 for the whole step ({yaml(MINI_BATCH_KEY)})",
     )
-    parser.add_argument("--n", type=int, default=None, help=f"responses per prompt ({yaml})")
-    parser.add_argument("--prompt-length", type=int, default=None, help=f"data.max_prompt_length ({yaml})")
+    parser.add_argument("--n", type=int, default=None, help=f"responses per prompt ({yaml(N_KEY)})")
+    parser.add_argument("--prompt-length", type=int, default=None, help=f"({yaml('data.max_prompt_length')})")
     parser.add_argument(
-        "--response-length", type=int, default=None, help=f"data.max_response_length ({yaml})"
+        "--response-length", type=int, default=None, help=f"({yaml('data.max_response_length')})"
     )
-    parser.add_argument("--lr", type=float, default=None, help=f"actor learning rate ({yaml})")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--label", default="quickstart", help="prefix of the printed lines")
+    parser.add_argument("--lr", type=float, default=None, help=f"actor learning rate ({yaml(LR_KEY)})")
+    parser.add_argument("--seed", type=int, default=0, help="data / sampling seed (default %(default)s)")
+    parser.add_argument(
+        "--label", default="quickstart", help="prefix of the printed lines (default %(default)s)"
+    )
     return parser
 
 

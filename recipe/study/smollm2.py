@@ -219,9 +219,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--runs", type=Path, default=REPO_ROOT / "runs" / "study_cpu", help="run folders")
-    common.add_argument("--methods", type=lambda s: s.split(","), default=list(METHODS))
-    common.add_argument("--seeds", type=lambda s: [int(x) for x in s.split(",")], default=[0, 1])
+    common.add_argument(
+        "--runs",
+        type=Path,
+        default=REPO_ROOT / "runs" / "study_cpu",
+        help="run folders (default %(default)s)",
+    )
+    common.add_argument(
+        "--methods", type=lambda s: s.split(","), default=list(METHODS), help="(default %(default)s)"
+    )
+    common.add_argument(
+        "--seeds", type=lambda s: [int(x) for x in s.split(",")], default=[0, 1], help="(default %(default)s)"
+    )
     inputs = argparse.ArgumentParser(add_help=False)  # what `run` trains and `census` samples
     inputs.add_argument("--model", type=Path, required=True, help="HF folder of SmolLM2-135M-Instruct")
     inputs.add_argument(
@@ -229,41 +238,84 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run = sub.add_parser("run", parents=[common, inputs], help="train every (method, seed) not finished yet")
     run.add_argument(
-        "--steps", type=int, default=12, help="training steps per run (the budget, as in study_cpu.sh)"
+        "--steps",
+        type=int,
+        default=12,
+        help="training steps per run (the budget, as in study_cpu.sh) (default %(default)s)",
     )
-    run.add_argument("--batch", type=int, default=4, help="prompts per step (x 4 responses)")
-    run.add_argument("--test-freq", type=int, default=4, help="validate every N steps (and at step 0)")
-    run.add_argument("--save-freq", type=int, default=2, help="checkpoint every N steps (for resume)")
     run.add_argument(
-        "--prompt-length", type=int, default=96, help="data.max_prompt_length (prompts: <= 88 tokens)"
+        "--batch", type=int, default=4, help="prompts per step (x 4 responses) (default %(default)s)"
     )
-    run.add_argument("--lr", type=float, default=5e-5)
-    run.add_argument("--parallel", type=int, default=2, help="runs at once (cores are split between them)")
+    run.add_argument(
+        "--test-freq",
+        type=int,
+        default=4,
+        help="validate every N steps (and at step 0) (default %(default)s)",
+    )
+    run.add_argument(
+        "--save-freq", type=int, default=2, help="checkpoint every N steps (for resume) (default %(default)s)"
+    )
+    run.add_argument(
+        "--prompt-length",
+        type=int,
+        default=96,
+        help="data.max_prompt_length (prompts: <= 88 tokens) (default %(default)s)",
+    )
+    run.add_argument("--lr", type=float, default=5e-5, help="actor learning rate (default %(default)s)")
+    run.add_argument(
+        "--parallel",
+        type=int,
+        default=2,
+        help="runs at once (cores are split between them) (default %(default)s)",
+    )
     run.add_argument("--keep-checkpoints", action="store_true", help="keep checkpoints of finished runs")
     run.add_argument("--dry-run", action="store_true", help="print the plan and commands only")
     summ = sub.add_parser("summarize", parents=[common], help="write steps.csv and summary.csv")
-    summ.add_argument("--docs", type=Path, default=REPO_ROOT / "docs" / "study_cpu", help="output folder")
+    summ.add_argument(
+        "--docs",
+        type=Path,
+        default=REPO_ROOT / "docs" / "study_cpu",
+        help="output folder (default %(default)s)",
+    )
     census = sub.add_parser(
         "census",
         parents=[inputs],
         help="step-0 group outcomes (all correct / all wrong / mixed) of the initial model",
     )
-    census.add_argument("--per-task", type=int, default=32, help="training prompts per task (data_source)")
-    census.add_argument("--k", type=int, default=4, help="responses per prompt (the study's group size)")
     census.add_argument(
-        "--max-tokens", type=int, default=RESPONSE_LENGTH, help="the study's max response length"
+        "--per-task",
+        type=int,
+        default=32,
+        help="training prompts per task (data_source) (default %(default)s)",
     )
     census.add_argument(
-        "--temperature", type=float, default=TEMPERATURE, help="the study's rollout temperature"
+        "--k", type=int, default=4, help="responses per prompt (the study's group size) (default %(default)s)"
     )
-    census.add_argument("--seed", type=int, default=0)
+    census.add_argument(
+        "--max-tokens",
+        type=int,
+        default=RESPONSE_LENGTH,
+        help="the study's max response length (default %(default)s)",
+    )
+    census.add_argument(
+        "--temperature",
+        type=float,
+        default=TEMPERATURE,
+        help="the study's rollout temperature (default %(default)s)",
+    )
+    census.add_argument("--seed", type=int, default=0, help="sampling seed (default %(default)s)")
     census.add_argument(
         "--out",
         type=Path,
         default=REPO_ROOT / "runs" / "study_cpu" / "census",
-        help="eval results (resumable)",
+        help="eval results (resumable) (default %(default)s)",
     )
-    census.add_argument("--docs", type=Path, default=REPO_ROOT / "docs" / "study_cpu", help="census.csv/md")
+    census.add_argument(
+        "--docs",
+        type=Path,
+        default=REPO_ROOT / "docs" / "study_cpu",
+        help="census.csv/md (default %(default)s)",
+    )
     sub.add_parser("tasks", help="print the reasoning-gym tasks of the study's data (for study_cpu.sh)")
     # Listed for --help only: scripts/study_cpu.py hands `testbed ...` to recipe/study/testbed/cli.py.
     sub.add_parser("testbed", help="the controlled study on a small trained policy (testbed --help)")

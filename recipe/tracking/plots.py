@@ -10,7 +10,8 @@ Example::
 its ``val-core/<data_source>/acc/mean@N`` curves (verl's validation during training) and its
 ``copo/*`` diagnostics are drawn. ``--study STEPS_CSV``: the CPU study's figures
 (``study_accuracy.png``, ``study_signal.png``, drawn by ``recipe.study.plots``; see scripts/study_cpu.py). ``--eval NAME=PATH``: a summary.csv of scripts/evaluate.py
-(or its --out folder); its mean@k / maj@k per step are drawn. A run keeps one colour in all
+(or its --out folder); its mean@k / maj@k per step are drawn. ``--curve RUN``: one run's learning curve
+(``quickstart_curve.png``, ``recipe.tracking.curve``). A run keeps one colour in all
 figures. Writes ``accuracy.png`` (one panel per dataset), ``accuracy_<dataset>.png`` and
 ``copo_diagnostics.png``.
 """
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from recipe.tracking import names
+from recipe.tracking.curve import plot_curve
 from recipe.tracking.training import (
     COPO_DIAGNOSTICS,
     Series,
@@ -188,13 +190,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--study", metavar="STEPS_CSV", help="steps.csv of scripts/study_cpu.py: draw the study figures"
     )
-    parser.add_argument("--out", default="figures", help="output folder for the PNGs")
+    parser.add_argument(
+        "--curve",
+        metavar="RUN",
+        help="a run folder or its metrics.jsonl: draw its learning curve (quickstart_curve.png: reward per step, "
+        "validation before/after)",
+    )
+    parser.add_argument("--out", default="figures", help="output folder for the PNGs (default %(default)s)")
     parser.add_argument(
         "--metrics",
         nargs="+",
         default=["mean", "maj"],
         choices=sorted(_STYLES),
-        help="accuracy metrics to draw",
+        help="accuracy metrics to draw (default: %(default)s)",
     )
     return parser
 
@@ -231,9 +239,16 @@ def main(argv: list[str] | None = None, *, study_plotter: StudyPlotter | None = 
         for path in written:
             print(f"[plot] wrote {path}")
         return written
+    if args.curve:
+        try:
+            path = plot_curve(args.curve, args.out, setup_matplotlib)
+        except (FileNotFoundError, ValueError) as err:
+            raise SystemExit(f"plot_run.py: error: --curve: {err}") from err
+        print(f"[plot] wrote {path}")
+        return [path]
     if not args.run and not args.eval:
         raise SystemExit(
-            "plot_run.py: error: give at least one --run NAME=PATH, --eval NAME=PATH or --study STEPS_CSV"
+            "plot_run.py: error: give at least one --run NAME=PATH, --eval NAME=PATH, --curve RUN or --study STEPS_CSV"
         )
     runs = _named(args.run, "--run")
     evals = _named(args.eval, "--eval")

@@ -48,7 +48,10 @@ def installed_versions(names: tuple[str, ...] = REPORTED) -> dict[str, str | Non
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--required-file", type=Path, default=verl_pin.REQUIRED_VERL_FILE, help="file holding the verl pin"
+        "--required-file",
+        type=Path,
+        default=verl_pin.REQUIRED_VERL_FILE,
+        help="file holding the verl pin (default %(default)s)",
     )
     parser.add_argument("--gpu", action="store_true", help="also require a visible CUDA GPU")
     args = parser.parse_args(argv)

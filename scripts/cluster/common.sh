@@ -41,7 +41,7 @@ make_cluster_token() {
 
 # use_cluster_token ROLE: turn on token authentication for ROLE's Ray commands (head, worker, client).
 # The head makes a token when none exists and says where; a worker or a client needs the head's
-# token already in place (see README, "Who may use the cluster"). Refuses RAY_AUTH_MODE other than
+# token already in place (see docs/CLUSTER.md, "Who may use the cluster"). Refuses RAY_AUTH_MODE other than
 # token, and a token file that others may read.
 use_cluster_token() {
   local role=$1 path mode
@@ -62,7 +62,7 @@ token file to this path (mode 0600; e.g. \`scp -p HEAD:.ray/auth_token $path\`),
 where it is (a shared filesystem works); never paste it into a command line or a committed file"
     make_cluster_token "$path"
     log "created a new Ray auth token at $path (mode 0600; the token itself is not shown). Every other \
-node and every client needs this same file: see README, \"Who may use the cluster\""
+node and every client needs this same file: see docs/CLUSTER.md, \"Who may use the cluster\""
   fi
   [ -f "$path" ] && [ -s "$path" ] || die "the Ray auth token $path is not a non-empty file"
   mode="$(stat -c '%a' "$path")"

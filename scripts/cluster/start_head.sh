@@ -16,7 +16,7 @@
 #                    only; 0.0.0.0 would also open it on every other interface of the node]
 #   RAY_AUTH_TOKEN_PATH  the cluster's token file              [~/.ray/auth_token; made, mode 0600,
 #                    when missing. Token authentication is always on (RAY_AUTH_MODE=token): see
-#                    README, "Who may use the cluster", for how the other nodes get the same token]
+#                    docs/CLUSTER.md, "Who may use the cluster", for how the other nodes get the same token]
 #   RAY_CLIENT_PORT  Ray client server port                    [10001]
 #   DASHBOARD_AGENT_PORT  HTTP port of this node's dashboard agent (job submission goes through
 #                    the head's; must be free on the node)   [52365]
@@ -76,6 +76,6 @@ cat >&2 <<EOF
 [cluster] Ray head is up.
 [cluster]   workers:  HEAD_ADDRESS=$NODE_IP:$RAY_PORT bash scripts/cluster/start_worker.sh
 [cluster]   submit:   RAY_ADDRESS=$COPO_DASHBOARD_URL bash scripts/cluster/submit.sh
-[cluster]   (workers and clients need the token file $(cluster_token_path): README, "Who may use the cluster")
+[cluster]   (workers and clients need the token file $(cluster_token_path): docs/CLUSTER.md, "Who may use the cluster")
 [cluster]   stop:     bash scripts/cluster/stop.sh
 EOF

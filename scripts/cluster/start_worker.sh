@@ -15,7 +15,7 @@
 #                    the head's; must be free on the node)   [52365]
 #   RAY_TEMP_DIR     Ray's session/log directory (keep short)  [/tmp/ray_copo_$USER]
 #   RAY_AUTH_TOKEN_PATH  the head's token file, copied here     [~/.ray/auth_token; required:
-#                    token authentication is always on, see README, "Who may use the cluster"]
+#                    token authentication is always on, see docs/CLUSTER.md, "Who may use the cluster"]
 #   WAIT_FOR_HEAD_S  seconds to wait for the head's port to answer [300]
 #   RAY_START_ATTEMPTS  tries of `ray start` (a loaded node can miss Ray's 30 s startup wait) [3]
 #   SKIP_ENV_CHECK   1 skips the verl-version check            [0]

@@ -242,9 +242,9 @@ def build_parser(
     sub.add_parser("build", help=f"build (or find) {plan.name}; prints its folder last")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
-        "--runs", type=Path, default=plan.runs_dir, help="run folders (one subfolder per phase)"
+        "--runs", type=Path, default=plan.runs_dir, help="run folders (one subfolder per phase) (default %(default)s)"
     )
-    common.add_argument("--docs", type=Path, default=plan.docs_dir, help="committed CSVs and report")
+    common.add_argument("--docs", type=Path, default=plan.docs_dir, help="committed CSVs and report (default %(default)s)")
     for name, text in (
         ("tune", "learning-rate grid on the tuning seeds"),
         ("pilot", "primary pair on the pilot seeds"),
@@ -260,7 +260,7 @@ def build_parser(
 def add_run_phase(sub: Any, common: argparse.ArgumentParser, name: str, text: str) -> argparse.ArgumentParser:
     """A phase that starts runs: ``--parallel`` and ``--dry-run`` beside ``--runs``/``--docs``."""
     p = sub.add_parser(name, parents=[common], help=text)
-    p.add_argument("--parallel", type=int, default=2, help="runs at once, one thread each")
+    p.add_argument("--parallel", type=int, default=2, help="runs at once, one thread each (default %(default)s)")
     p.add_argument("--dry-run", action="store_true", help="print the plan and commands only")
     return p
 

@@ -98,9 +98,9 @@ STUDY = cli.Study(PLAN, report.report, report.summary_markdown, before_summary=s
 def build_parser() -> argparse.ArgumentParser:
     parser, sub, common = cli.build_parser(PLAN, __doc__ or "")
     census = sub.add_parser("census", help="step-0 group outcomes per task and level")
-    census.add_argument("--per-task", type=int, default=256, help="training prompts per task")
-    census.add_argument("--seed", type=int, default=0)
-    census.add_argument("--docs", type=Path, default=PLAN.docs_dir)
+    census.add_argument("--per-task", type=int, default=256, help="training prompts per task (default %(default)s)")
+    census.add_argument("--seed", type=int, default=0, help="sampling seed (default %(default)s)")
+    census.add_argument("--docs", type=Path, default=PLAN.docs_dir, help="(default %(default)s)")
     cli.add_run_phase(sub, common, "explore", "the probes that tried to make testbed v2 learn")
     return parser
 

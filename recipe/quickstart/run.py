@@ -32,6 +32,7 @@ from recipe import proc as procs
 from recipe.cpu_backend.job_env import cpu_job_env
 from recipe.cpu_backend.roofline import roofline_gflops
 from recipe.cpu_backend.settings import worker_threads
+from recipe.cpu_backend.vllm_rollout import SLEEP_KEY
 from recipe.files import REPO_ROOT, atomic_write_text
 from recipe.quickstart.report import (
     SCORE_KEY,
@@ -47,6 +48,13 @@ VAL_DIR = "val_generations"
 # --algo: the estimator and the policy loss it pairs with (the quickstart sits below recipe.copo in the
 # layering table, so this repeats two rows of recipe/copo/estimators.py; a test keeps them equal).
 ALGO_LOSS = {"copo": "copo", "grpo": "vanilla"}
+# --rollout: copo_cpu.yaml's `hf` (recipe/cpu_backend/hf_server.py) or verl's own vLLM server, which
+# runs in the second venv (scripts/setup_vllm_cpu.sh; quickstart.sh switches to it) and needs sleep
+# mode off on CPU (recipe/cpu_backend/checks.py: check_vllm_rollout).
+ROLLOUT_OVERRIDES = {
+    "hf": [],
+    "vllm": ["actor_rollout_ref.rollout.name=vllm", f"+{SLEEP_KEY}=false"],
+}
 MODULE = "recipe.quickstart.run"  # python -m MODULE: this file's command line
 
 # The trainer gets SIGINT first (verl and Ray close cleanly) and this long before SIGTERM.
@@ -109,6 +117,7 @@ def build_overrides(args: argparse.Namespace, extra: list[str]) -> list[str]:
         f"trainer.experiment_name={args.algo}",
         f"data.seed={args.seed}",
         f"actor_rollout_ref.rollout.seed={args.seed}",
+        *ROLLOUT_OVERRIDES[getattr(args, "rollout", "hf")],
         *extra,
     ]
 
@@ -303,6 +312,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0, help="data / sampling seed (default %(default)s)")
     parser.add_argument(
         "--label", default="quickstart", help="prefix of the printed lines (default %(default)s)"
+    )
+    parser.add_argument(
+        "--rollout",
+        choices=list(ROLLOUT_OVERRIDES),
+        default="hf",
+        help="hf or vllm (verl's vLLM server; run with .venv-vllm's python) (default %(default)s)",
     )
     return parser
 

@@ -34,6 +34,7 @@ PROMPT_LENGTH_MEAN = "prompt_length/mean"
 PROMPT_LENGTH_MAX = "prompt_length/max"
 TIMING_PREFIX = "timing_s/"  # verl's phase timers: timing_s/<phase>
 STEP_TIME = TIMING_PREFIX + "step"
+GEN_TIME = TIMING_PREFIX + "gen"  # verl's rollout timer of a training step
 TEST_TIME = TIMING_PREFIX + "testing"  # verl's validation timer (v1 trainer_base.fit)
 ACTOR_PREFIX = "actor/"
 TOKEN_ENTROPY = ACTOR_PREFIX + "entropy"

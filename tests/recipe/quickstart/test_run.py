@@ -164,3 +164,13 @@ def test_a_stopped_quickstart_stops_its_trainer_even_when_signalled_twice(tmp_pa
         time.sleep(0.1)
     assert not _alive(trainer) and not _alive(child)
     assert not (tmp_path / "run" / "summary.json").exists()
+
+
+def test_rollout_vllm_adds_the_rollout_and_sleep_mode_off_before_the_users_overrides() -> None:
+    from recipe.cpu_backend.vllm_rollout import SLEEP_KEY
+
+    assert qs.build_overrides(_args(rollout="hf"), []) == qs.build_overrides(_args(), [])
+    vllm = qs.build_overrides(_args(rollout="vllm"), ["x.y=1"])
+    assert vllm[-3:] == ["actor_rollout_ref.rollout.name=vllm", f"+{SLEEP_KEY}=false", "x.y=1"]
+    args, _ = qs.parse_args(["--model", "m", "--data", "d", "--out", "o"])
+    assert args.rollout == "hf"

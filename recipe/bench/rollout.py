@@ -88,11 +88,11 @@ def markdown(rows: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench_rollout.py", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", required=True)
-    parser.add_argument("--data", required=True)
-    parser.add_argument("--steps", type=int, default=2)
-    parser.add_argument("--out", default="runs/bench_rollout")
-    parser.add_argument("--rollouts", default="hf,vllm")
+    parser.add_argument("--model", required=True, help="local model folder")
+    parser.add_argument("--data", required=True, help="data folder (as quickstart_run.py --data takes it)")
+    parser.add_argument("--steps", type=int, default=2, help="training steps per rollout (default %(default)s)")
+    parser.add_argument("--out", default="runs/bench_rollout", help="run folders and the table (default %(default)s)")
+    parser.add_argument("--rollouts", default="hf,vllm", help="comma-separated rollouts to compare (default %(default)s)")
     args = parser.parse_args(argv)
     rows = []
     for rollout in args.rollouts.split(","):

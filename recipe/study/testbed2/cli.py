@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from recipe.files import REPO_ROOT
+from recipe.launch import format_overrides
 from recipe.study.common import jobs as study_jobs
 from recipe.study.machine import MACHINE_LOG, committed, record_machine
 from recipe.study.testbed.build import Testbed, ensure_testbed, locate_testbed
@@ -132,7 +133,7 @@ def cmd_real(args: argparse.Namespace) -> int:
     )
     steps = study_jobs.planned_steps(None)
     # validation at step 0 and after the last step only: verl's sampling of 4 x 1024 answers is minutes
-    extra = [f"trainer.test_freq={steps}", "trainer.logger=[console]"]
+    extra = format_overrides({"trainer.test_freq": steps, "trainer.logger": ["console"]})
     return _run(study_jobs.real_jobs(t, todo, runs, extra=extra), args, runs, t, "real")
 
 

@@ -143,3 +143,29 @@ def test_smollm2_commands() -> None:
     args = argparse.Namespace(test_freq=4, save_freq=8, model=ROOT / "m", data=ROOT / "d", steps=9, lr=1e-5,
                               prompt_length=100, batch=4, methods=["grpo", "copo_soft"])  # fmt: skip
     assert [smollm2.run_command(args, m, 0, ROOT / "o")[1:] for m in args.methods] == before.SMOLLM2_COMMANDS
+
+
+def _composed(argv: list[str], config_name: str = "copo_cpu") -> dict:
+    """The config ``argv`` (``[--config-name NAME] overrides``) composes to, unresolved."""
+    from omegaconf import OmegaConf
+
+    from recipe.copo.config_check import compose
+
+    if argv[0] == "--config-name":
+        config_name, argv = argv[1], argv[2:]
+    return OmegaConf.to_container(compose(list(argv), config_name=config_name), resolve=False)
+
+
+def test_the_composed_configs_are_the_ones_the_recorded_overrides_compose(tmp_path: Path) -> None:
+    """Beyond the strings: Hydra builds the same config from the overrides before and now."""
+    from recipe.preflight.trainer_run import run_spec
+    from recipe.quickstart import run as qs
+    from tests.e2e.cpu_run import tiny_recipe_spec
+
+    e2e = tiny_recipe_spec(ROOT / "e2e/tiny", ROOT / "e2e/train.parquet", ROOT / "e2e/val.parquet",
+                           ROOT / "e2e/ckpt", steps=3)  # fmt: skip
+    assert _composed(e2e.argv()) == _composed(before.E2E)
+    preflight = run_spec("copo_cpu", tmp_path / "model", tmp_path / "w", "cpu", "hf", True)
+    assert _composed(preflight.overrides()) == _composed(_under(before.PREFLIGHT_CPU_HF_TINY, tmp_path))
+    args, _ = qs.parse_args(["--model", "/m", "--data", "/d", "--out", "/o"])
+    assert _composed(qs.build_overrides(args, [])) == _composed(before.QUICKSTART_DEFAULT[2:])

@@ -5,10 +5,11 @@ override ``key=value`` for a run (``tests/test_layering.py`` checks that no othe
 with an f-string). Callers say what they set (a model folder, a seed, a mapping of keys to values);
 how a value is written for Hydra (``true``, ``null``, ``[a,b]``) is decided once, here.
 
-Order: ``base`` (a run's own overrides, passed through) first, then the typed fields, then ``settings`` in their order, the step budget, ``method``,
-the output folders and ``extra`` last. Hydra applies overrides in order, so a key that appears twice
-takes the later value: the caller's own ``extra`` (a user's command line) always wins. The study
-drivers fingerprint the list, so this order is part of what a finished run is compared against.
+Order: ``base`` (a run's own overrides, passed through) first, then the typed fields, ``settings``
+in their order, the step budget, ``method``, the output folders and ``extra`` last. Hydra applies
+overrides in order, so a key that appears twice takes the later value: the caller's own ``extra`` (a
+user's command line) always wins. The study drivers fingerprint the list, so this order is part of
+what a finished run is compared against (``tests/recipe/launch/test_callers.py``).
 """
 
 from __future__ import annotations

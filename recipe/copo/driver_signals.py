@@ -57,9 +57,7 @@ def stop_once() -> Iterator[None]:
     try:
         yield
     except BaseException:
-        if (
-            _received
-        ):  # ray.get turns the handler's SystemExit into SystemExit(1): give the signal's code back
+        if _received:  # ray.get turns the handler's SystemExit into SystemExit(1): give the signal's code back
             raise SystemExit(128 + _received[0]) from None
         raise
     finally:

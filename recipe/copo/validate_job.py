@@ -105,9 +105,7 @@ def parse_trainer_command(argv: Sequence[str]) -> TrainerCall:
         if token.startswith("--config-name="):
             config_name = token.split("=", 1)[1]
         elif token.startswith("-"):
-            raise ValueError(
-                f"unsupported option {token!r} in {shlex.join(argv)}: only --config-name and overrides"
-            )
+            raise ValueError(f"unsupported option {token!r} in {shlex.join(argv)}: only --config-name and overrides")
         else:
             overrides.append(token)
         i += 1
@@ -212,11 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--submit-line", help="a `ray job submit ... -- ENTRYPOINT` line to check")
     parser.add_argument("--runtime-env", type=Path, help="runtime env YAML the job is submitted with")
     parser.add_argument(
-        "--env",
-        type=_key_value,
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
+        "--env", type=_key_value, action="append", default=[], metavar="NAME=VALUE",
         help="an environment variable the job gets (repeatable)",
     )
     parser.add_argument("--no-check", action="store_true", help="only print the runtime env JSON")
@@ -244,3 +238,4 @@ def main(argv: list[str] | None = None) -> int:
     if runtime_env is not None:
         print(json.dumps(runtime_env, sort_keys=True, separators=(",", ":")))
     return 0
+

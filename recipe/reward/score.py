@@ -277,10 +277,7 @@ def _score_slow(pred: str, golds: list[str], timeout_s: float, num_procs: int | 
 # cannot judge. Any other data_source is scored by the one math rule.
 NOT_MATH_SOURCES = frozenset(
     {"codecontests", "apps", "codeforces", "taco", "hiyouga/geometry3k"}
-    | {
-        f"searchR1_{name}"
-        for name in ("nq", "triviaqa", "popqa", "hotpotqa", "2wikimultihopqa", "musique", "bamboogle")
-    }
+    | {f"searchR1_{name}" for name in ("nq", "triviaqa", "popqa", "hotpotqa", "2wikimultihopqa", "musique", "bamboogle")}
 )
 
 

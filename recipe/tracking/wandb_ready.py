@@ -51,7 +51,9 @@ def netrc_has_wandb_key(env: Mapping[str, str]) -> bool:
     return any((entries.authenticators(host) or (None, None, None))[2] for host in hosts)
 
 
-def check_wandb_ready(logger: str | Iterable[str] | None, env: Mapping[str, str] | None = None) -> None:
+def check_wandb_ready(
+    logger: str | Iterable[str] | None, env: Mapping[str, str] | None = None
+) -> None:
     """Raise ``RuntimeError`` when ``trainer.logger`` asks for wandb and wandb could not log.
 
     Args:

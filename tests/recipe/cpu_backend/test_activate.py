@@ -171,12 +171,12 @@ def test_activate_passes_the_threads_to_every_ray_worker(
 
 
 @pytest.mark.parametrize(("value", "env"), [(True, "1"), (False, "0")])
-def test_activate_passes_the_engine_settings_to_every_ray_worker(
-    clean_platform, value: bool, env: str
-) -> None:
+def test_activate_passes_the_engine_settings_to_every_ray_worker(clean_platform, value: bool, env: str) -> None:
     from recipe.cpu_backend.settings import RESPONSE_LOGITS, SETTINGS, UNWRAPPED
 
-    config = OmegaConf.create({"trainer": {"device": "cpu"}, "cpu_backend": {"unwrapped_single_rank": value}})
+    config = OmegaConf.create(
+        {"trainer": {"device": "cpu"}, "cpu_backend": {"unwrapped_single_rank": value}}
+    )
     env_vars = activation.activate(config).ray_kwargs.ray_init.runtime_env.env_vars
     assert env_vars[SETTINGS[UNWRAPPED]] == os.environ[SETTINGS[UNWRAPPED]] == env
     assert env_vars[SETTINGS[RESPONSE_LOGITS]] == "0"  # absent: off

@@ -10,7 +10,8 @@ the document's table ("component | may import"), so the document and the check c
 3. nothing imports ``scripts``, and no test loads a script by file path;
 4. no module outside ``tests`` imports another module's private (``_``-prefixed) name;
 5. no module but ``recipe/tracking/names.py`` spells a metric name (a string starting with one of
-   the metric namespaces that names.py defines, such as ``perf/`` or ``actor/``).
+   the metric namespaces that names.py defines, such as ``perf/`` or ``actor/``);
+6. no module but ``recipe/launch`` builds a run's Hydra override (an f-string ``key={value}``).
 """
 
 from __future__ import annotations
@@ -471,3 +472,65 @@ def test_the_testbed_rule_can_fail() -> None:
         "recipe.study.testbed3": {"recipe.study.testbed2", "recipe.study"},
     }
     assert rows_naming_a_testbed(table) == ["recipe.study.testbed3 -> recipe.study.testbed2"]
+
+
+# ----------------------------------------------------------------------------- overrides are built in recipe/launch
+LAUNCH = REPO / "recipe" / "launch"
+# ``section.key=`` (Hydra's ``+``/``++`` prefixes allowed): the head of an override of a run's config.
+OVERRIDE_HEAD = re.compile(r"\+{0,2}[a-z_]+(\.[A-Za-z0-9_]+)+=")
+
+
+def _spells_an_override(node: ast.JoinedStr) -> bool:
+    """An f-string that computes ``key=value``: a literal head ``section.key=`` followed by a value
+    (``f"trainer.total_training_steps={n}"``), or ``{..._KEY}={value}`` (the key held in a constant).
+    Sentences (error messages naming a setting) have spaces in their literal parts and do not count."""
+    parts = node.values
+    if any(isinstance(p, ast.Constant) and re.search(r"\s", str(p.value)) for p in parts):
+        return False
+    head = parts[0]
+    if isinstance(head, ast.Constant) and OVERRIDE_HEAD.match(str(head.value)):
+        return True
+    return (
+        len(parts) >= 3
+        and isinstance(head, ast.FormattedValue)
+        and isinstance(head.value, ast.Name)
+        and head.value.id.lower().endswith("key")
+        and isinstance(parts[1], ast.Constant)
+        and parts[1].value == "="
+    )
+
+
+def override_builders(path: Path) -> list[str]:
+    """``path:line: f-string`` for each f-string of ``path`` that builds a run's Hydra override."""
+    tree = ast.parse(path.read_text(), str(path))
+    where = path.relative_to(REPO) if path.is_relative_to(REPO) else path
+    hits = [n for n in ast.walk(tree) if isinstance(n, ast.JoinedStr) and _spells_an_override(n)]
+    return [
+        f"{where}:{n.lineno}: {ast.unparse(n)}" for n in sorted(hits, key=lambda n: (n.lineno, n.col_offset))
+    ]
+
+
+def test_only_recipe_launch_builds_an_override() -> None:
+    """A run's overrides are built by ``recipe.launch`` (``RunSpec.overrides``, ``format_overrides``):
+    callers pass typed values and mappings. Tests (``test_*.py``) may spell the overrides they check;
+    their helpers (the e2e and fault harnesses) may not."""
+    found = [
+        hit
+        for top in TOPS
+        for path in sorted((REPO / top).rglob("*.py"))
+        if not path.is_relative_to(LAUNCH) and not path.name.startswith("test_")
+        for hit in override_builders(path)
+    ]
+    assert not found, "build overrides with recipe.launch (RunSpec, format_overrides):\n" + "\n".join(found)
+    assert override_builders(LAUNCH / "spec.py") == [], "the launcher itself builds with key + '=' + value"
+
+
+def test_the_override_check_can_fail(tmp_path: Path) -> None:
+    bad = tmp_path / "launcher.py"
+    bad.write_text(
+        'MODEL_KEY = "actor_rollout_ref.model.path"\n'
+        'a = [f"trainer.total_training_steps={3}", f"++ray_kwargs.ray_init.num_cpus={2}"]\n'
+        'b = f"{MODEL_KEY}={a}"\n'
+        'fine = [f"trainer.resume_from_path={a} is not a complete checkpoint", f"{MODEL_KEY}=", f"{a}={a}"]\n'
+    )
+    assert [hit.split(":", 2)[1] for hit in override_builders(bad)] == ["2", "2", "3"]

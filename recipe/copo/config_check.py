@@ -86,7 +86,7 @@ def validate_copo_config(config: DictConfig) -> None:
         )
 
     if loss_mode in RECIPE_LOSS_MODES and row.loss_mode != loss_mode:
-        pairs = " or ".join(f"{ESTIMATOR_KEY}={r.name}" for r in for_loss_mode(loss_mode))
+        pairs = " or ".join(r.overrides()[0] for r in for_loss_mode(loss_mode))
         raise ConfigError(
             f"{LOSS_KEY}={loss_mode} needs {pairs}; got {ESTIMATOR_KEY}={name} and {LOSS_KEY}={loss_mode}. "
             f"Set both (e.g. {' '.join(for_loss_mode(loss_mode)[0].overrides())}), or neither "

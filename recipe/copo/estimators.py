@@ -28,6 +28,7 @@ import dataclasses
 
 from copo_core.config import LOCAL_ESTIMATORS as LOCAL_ESTIMATOR_NAMES
 from copo_core.config import CopoConfig, GcpoConfig
+from recipe.launch import format_overrides
 from recipe.tracking import names
 
 __all__ = [
@@ -90,7 +91,7 @@ class Estimator:
 
     def overrides(self) -> list[str]:
         """The Hydra overrides that select it: the estimator and its loss."""
-        return [f"{ESTIMATOR_KEY}={self.name}", f"{LOSS_KEY}={self.loss_mode}"]
+        return format_overrides({ESTIMATOR_KEY: self.name, LOSS_KEY: self.loss_mode})
 
     @property
     def recipe_step(self) -> bool:

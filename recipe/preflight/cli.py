@@ -122,7 +122,7 @@ def actor_stage(
 def trainer_stage(
     args: argparse.Namespace, env: Environment, model_dir: str, out: Path, procs: list
 ) -> list[Row]:
-    from recipe.preflight.trainer_run import overrides, run_trainer, trainer_env
+    from recipe.preflight.trainer_run import run_spec, run_trainer, trainer_env
 
     rollout = "vllm" if env.device == "cuda" and env.has("vllm") else "hf"
     why = (
@@ -133,12 +133,10 @@ def trainer_stage(
         else "CPU"
     )
     work = out / "trainer"
-    extra = [
-        *args.overrides,
-        *overrides(Path(model_dir), work, env.device, rollout, tiny=args.tiny or env.device == "cpu"),
-    ]
+    tiny = args.tiny or env.device == "cpu"
+    spec = run_spec(args.config_name, Path(model_dir), work, env.device, rollout, tiny, base=args.overrides)
     log(f"trainer stage: 2 steps of {args.config_name}, rollout {rollout} (log: {work / 'trainer.log'})")
-    result = run_trainer(args.config_name, extra, work, timeout_s=args.timeout, env=trainer_env(env.device))
+    result = run_trainer(spec, work, timeout_s=args.timeout, env=trainer_env(env.device))
     value = f"{result.steps} step(s) in {result.seconds:.0f} s, rollout {rollout} ({why})"
     note = (
         f"checkpoint {result.checkpoint}; log {result.log}"

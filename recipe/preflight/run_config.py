@@ -8,8 +8,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from recipe.copo.config_check import compose, validate_copo_config
 from recipe.copo.throughput import resolve_attention
-
-MODEL_KEY = "actor_rollout_ref.model.path"
+from recipe.launch import RunSpec
+from recipe.launch.spec import MODEL_KEY
 
 
 def named_model(config_name: str, overrides: Sequence[str] = ()) -> str:
@@ -28,11 +28,14 @@ def run_config(
     as ``main_copo`` does. Returns (config, the attention line main_copo prints)."""
     config = compose(
         [
-            *overrides,
-            f"{MODEL_KEY}={model_dir}",
-            "data.train_files=unused.parquet",
-            "data.val_files=[unused.parquet]",
-            "trainer.default_local_dir=unused",
+            *RunSpec(
+                config_name,
+                base=tuple(overrides),
+                model=model_dir,
+                train_files="unused.parquet",
+                val_files=["unused.parquet"],
+                checkpoints="unused",
+            ).overrides(),
         ],
         config_name=config_name,
     )

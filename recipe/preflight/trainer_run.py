@@ -9,10 +9,8 @@ backend's Ray settings are read from copo_cpu.yaml (the one place they live).
 
 from __future__ import annotations
 
-import json
 import os
 import random
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,9 +18,11 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from recipe import launch
 from recipe.copo.config_check import CONFIG_DIR
 from recipe.files import REPO_ROOT
-from recipe.proc import start_group, stop_group
+from recipe.launch import RunSpec, tiny_run
+from recipe.proc import stop_group
 
 STEPS = 2
 # copo_cpu.yaml sections a CPU trainer needs besides trainer.device=cpu (Ray's logical resources,
@@ -58,57 +58,56 @@ def write_prompts(path: Path, rows: int, seed: int) -> Path:
     return path
 
 
-def _flatten(prefix: str, value: object) -> list[str]:
-    """``key=value`` Hydra overrides of a (nested) value, JSON-spelled (true, false, null, numbers)."""
-    if isinstance(value, dict):
-        return [o for k, v in value.items() for o in _flatten(f"{prefix}.{k}", v)]
-    return [f"{prefix}={json.dumps(value)}"]
-
-
-def cpu_overrides() -> list[str]:
-    """copo_cpu.yaml's CPU runtime settings (:data:`CPU_SECTIONS`) as Hydra overrides (``++``: set,
+def cpu_settings() -> dict[str, object]:
+    """copo_cpu.yaml's CPU runtime settings (:data:`CPU_SECTIONS`), each section a ``++`` setting (set,
     or add where verl's config has no such key)."""
     cpu = OmegaConf.load(Path(CONFIG_DIR) / "copo_cpu.yaml")
-    out = ["trainer.device=cpu"]
+    out: dict[str, object] = {"trainer.device": "cpu"}
     for key in CPU_SECTIONS:
         value = OmegaConf.select(cpu, key)
-        plain = OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
-        out += [f"++{o}" for o in _flatten(key, plain)]
+        out[f"++{key}"] = OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
     return out
 
 
-def overrides(model_dir: Path, work: Path, device: str, rollout: str, tiny: bool) -> list[str]:
-    """Hydra overrides that shrink the named run to two steps on one device."""
+def run_spec(
+    config_name: str,
+    model_dir: Path,
+    work: Path,
+    device: str,
+    rollout: str,
+    tiny: bool,
+    base: Sequence[str] = (),
+) -> RunSpec:
+    """The named run (with its ``base`` overrides) shrunk to two steps on one device: the tiny run
+    (recipe.launch) with this model, a few prompts written into ``work``, a checkpoint at the end and
+    one device's shape (these win over ``base``)."""
     train = write_prompts(work / "train.parquet", 16, seed=0)
     val = write_prompts(work / "val.parquet", 4, seed=1)
-    response = 32 if tiny else 256
-    out = [
-        f"actor_rollout_ref.model.path={model_dir}",
-        f"data.train_files={train}",
-        f"data.val_files=[{val}]",
-        "data.train_batch_size=4",
-        "data.max_prompt_length=128",
-        f"data.max_response_length={response}",
-        "actor_rollout_ref.rollout.n=4",
-        "actor_rollout_ref.actor.ppo_mini_batch_size=2",
-        f"actor_rollout_ref.rollout.name={rollout}",
-        "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
-        "trainer.nnodes=1",
-        "trainer.n_gpus_per_node=1",
-        f"trainer.total_training_steps={STEPS}",
-        f"trainer.save_freq={STEPS}",
-        "trainer.test_freq=-1",
-        "trainer.val_before_train=false",
-        "trainer.logger=[console]",
-        "trainer.resume_mode=disable",
-        f"trainer.default_local_dir={work / 'ckpt'}",
-        f"trainer.metrics_jsonl={work / 'metrics.jsonl'}",
-    ]
+    settings: dict[str, object] = {
+        "data.max_prompt_length": 128,
+        "data.max_response_length": 32 if tiny else 256,
+        "actor_rollout_ref.rollout.tensor_model_parallel_size": 1,
+        "trainer.nnodes": 1,
+        "trainer.n_gpus_per_node": 1,
+        "trainer.save_freq": STEPS,
+        "trainer.resume_mode": "disable",
+    }
     if rollout == "vllm":
-        out.append("actor_rollout_ref.rollout.gpu_memory_utilization=0.3")
+        settings["actor_rollout_ref.rollout.gpu_memory_utilization"] = 0.3
     if device == "cpu":
-        out += cpu_overrides()
-    return out
+        settings.update(cpu_settings())
+    return tiny_run(
+        config_name,
+        base=tuple(base),
+        model=model_dir,
+        rollout=rollout,
+        train_files=train,
+        val_files=[val],
+        settings=settings,
+        steps=STEPS,
+        checkpoints=work / "ckpt",
+        metrics=work / "metrics.jsonl",
+    )
 
 
 @dataclass
@@ -121,20 +120,17 @@ class TrainerResult:
     reason: str = ""
 
 
-def run_trainer(
-    config_name: str, extra: Sequence[str], work: Path, *, timeout_s: float, env: dict[str, str]
-) -> TrainerResult:
-    """``python -m recipe.copo.main_copo --config-name NAME`` with ``extra``; output to ``work/trainer.log``.
+def run_trainer(spec: RunSpec, work: Path, *, timeout_s: float, env: dict[str, str]) -> TrainerResult:
+    """``python -m recipe.copo.main_copo`` of ``spec`` (recipe.launch); output to ``work/trainer.log``.
 
     The trainer runs in its own process group, stopped as a whole on a timeout or when this process
     is stopped (the caller wraps it in ``recipe.proc.stop_signals_forwarded``).
     """
     work.mkdir(parents=True, exist_ok=True)
     log = work / "trainer.log"
-    cmd = [sys.executable, "-m", "recipe.copo.main_copo", "--config-name", config_name, *extra]
     start = time.perf_counter()
     with open(log, "w") as out:
-        proc = start_group(cmd, cwd=REPO_ROOT, env=env, stdout=out, stderr=out)
+        proc = launch.start(spec, env=env, stdout=out, stderr=out)
         try:
             rc = proc.wait(timeout=timeout_s)
         except BaseException:

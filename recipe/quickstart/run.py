@@ -28,12 +28,14 @@ import sys
 import time
 from pathlib import Path
 
+from recipe import launch
 from recipe import proc as procs
 from recipe.cpu_backend.job_env import cpu_job_env
 from recipe.cpu_backend.roofline import roofline_gflops
 from recipe.cpu_backend.settings import worker_threads
 from recipe.cpu_backend.vllm_rollout import SLEEP_KEY
 from recipe.files import REPO_ROOT, atomic_write_text
+from recipe.launch import RunSpec
 from recipe.quickstart.report import (
     SCORE_KEY,
     STEP_TIME_KEY,
@@ -51,9 +53,11 @@ ALGO_LOSS = {"copo": "copo", "grpo": "vanilla"}
 # --rollout: copo_cpu.yaml's `hf` (recipe/cpu_backend/hf_server.py) or verl's own vLLM server, which
 # runs in the second venv (scripts/setup_vllm_cpu.sh; quickstart.sh switches to it) and needs sleep
 # mode off on CPU (recipe/cpu_backend/checks.py: check_vllm_rollout).
-ROLLOUT_OVERRIDES = {
-    "hf": [],
-    "vllm": ["actor_rollout_ref.rollout.name=vllm", f"+{SLEEP_KEY}=false"],
+# --rollout: the rollout's extra settings (hf: copo_cpu.yaml's own rollout; vllm: verl's vLLM server, with
+# sleep mode off, which vLLM refuses on CPU and verl turns on by default).
+ROLLOUT_SETTINGS: dict[str, dict[str, object]] = {
+    "hf": {},
+    "vllm": {f"+{SLEEP_KEY}": False},
 }
 MODULE = "recipe.quickstart.run"  # python -m MODULE: this file's command line
 
@@ -74,8 +78,8 @@ WORKLOAD_KEYS = {
 }
 
 
-def build_overrides(args: argparse.Namespace, extra: list[str]) -> list[str]:
-    """Hydra overrides of the default job; ``extra`` (the user's) come last and win.
+def run_spec(args: argparse.Namespace, extra: list[str]) -> RunSpec:
+    """The default job as a run spec (recipe.launch); ``extra`` (the user's overrides) come last and win.
 
     The workload (group size, batch and mini-batch sizes, micro-batches, lengths, lr, the CPU
     shortcuts) is copo_cpu.yaml's: this adds only the paths, the step count and what a step-count
@@ -84,47 +88,52 @@ def build_overrides(args: argparse.Namespace, extra: list[str]) -> list[str]:
     """
     out = Path(args.out).resolve()
     data = Path(args.data).resolve()
-    algo = [
-        f"algorithm.adv_estimator={args.algo}",
-        f"actor_rollout_ref.actor.policy_loss.loss_mode={ALGO_LOSS[args.algo]}",
-    ]
-    workload = [
-        f"{key}={getattr(args, name)}"
-        for name, key in WORKLOAD_KEYS.items()
-        if getattr(args, name, None) is not None
-    ]
+    settings: dict[str, object] = {
+        "algorithm.adv_estimator": args.algo,
+        "actor_rollout_ref.actor.policy_loss.loss_mode": ALGO_LOSS[args.algo],
+    }
+    for name, key in WORKLOAD_KEYS.items():
+        if getattr(args, name, None) is not None:
+            settings[key] = getattr(args, name)
     if getattr(args, "mini_batch", None) == 0:  # one optimizer update per step: the whole step batch
-        workload = [w for w in workload if not w.startswith(WORKLOAD_KEYS["mini_batch"] + "=")]
-        workload.append(WORKLOAD_KEYS["mini_batch"] + "=${data.train_batch_size}")
-    return [
-        "--config-name",
+        settings[WORKLOAD_KEYS["mini_batch"]] = "${data.train_batch_size}"
+    settings.update(
+        {
+            "trainer.total_epochs": 1000,
+            "trainer.val_before_train": True,
+            "trainer.test_freq": args.steps,
+            "trainer.save_freq": args.steps,
+            # per-prompt validation scores (before.jsonl = 0.jsonl, after = <steps>.jsonl) for the CI
+            "trainer.validation_data_dir": out / VAL_DIR,
+            "trainer.project_name": "copo-quickstart",
+            "trainer.experiment_name": args.algo,
+        }
+    )
+    rollout = getattr(args, "rollout", "hf")
+    settings.update(ROLLOUT_SETTINGS[rollout])
+    return RunSpec(
         "copo_cpu",
-        *algo,
-        f"actor_rollout_ref.model.path={Path(args.model).resolve()}",
-        f"data.train_files={data / 'train.parquet'}",
-        f"data.val_files={data / 'val.parquet'}",
-        *workload,
-        f"trainer.total_training_steps={args.steps}",
-        "trainer.total_epochs=1000",
-        "trainer.val_before_train=true",
-        f"trainer.test_freq={args.steps}",
-        f"trainer.save_freq={args.steps}",
-        f"trainer.default_local_dir={out / 'checkpoints'}",
-        f"trainer.metrics_jsonl={out / 'metrics.jsonl'}",
-        # per-prompt validation scores (before.jsonl = 0.jsonl, after = <steps>.jsonl) for the CI
-        f"trainer.validation_data_dir={out / VAL_DIR}",
-        "trainer.project_name=copo-quickstart",
-        f"trainer.experiment_name={args.algo}",
-        f"data.seed={args.seed}",
-        f"actor_rollout_ref.rollout.seed={args.seed}",
-        *ROLLOUT_OVERRIDES[getattr(args, "rollout", "hf")],
-        *extra,
-    ]
+        model=Path(args.model).resolve(),
+        rollout=None if rollout == "hf" else rollout,
+        train_files=data / "train.parquet",
+        val_files=data / "val.parquet",
+        seed=args.seed,
+        settings=settings,
+        steps=args.steps,
+        checkpoints=out / "checkpoints",
+        metrics=out / "metrics.jsonl",
+        extra=tuple(extra),
+    )
+
+
+def build_overrides(args: argparse.Namespace, extra: list[str]) -> list[str]:
+    """``--config-name copo_cpu`` and the Hydra overrides of :func:`run_spec`."""
+    return run_spec(args, extra).argv()
 
 
 def trainer_command(args: argparse.Namespace, extra: list[str]) -> list[str]:
     """The trainer's command line: ``python -m recipe.copo.main_copo`` with :func:`build_overrides`."""
-    return [sys.executable, "-m", "recipe.copo.main_copo", *build_overrides(args, extra)]
+    return launch.command(run_spec(args, extra))
 
 
 def machine_speed(model: str) -> float:
@@ -183,6 +192,8 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         open(log_path, "w") as log,
         procs.stop_signals_forwarded(children, grace_s=STOP_GRACE_S, child_signal=STOP_SIGNAL),
     ):
+        # recipe.launch builds the command (trainer_command: the tests' seam to stand in a trainer);
+        # started as launch.start would, a process group of its own.
         trainer = procs.start_group(
             cmd, cwd=REPO_ROOT, env=cpu_job_env(), stdout=log, stderr=subprocess.STDOUT
         )
@@ -315,7 +326,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--rollout",
-        choices=list(ROLLOUT_OVERRIDES),
+        choices=list(ROLLOUT_SETTINGS),
         default="hf",
         help="hf or vllm (verl's vLLM server; run with .venv-vllm's python) (default %(default)s)",
     )

@@ -34,6 +34,7 @@ from typing import Any
 
 from recipe import proc as procs
 from recipe.files import REPO_ROOT
+from recipe.launch import format_overrides
 from recipe.quickstart import run as quickstart
 from recipe.study.methods import METHODS, method_estimator
 from recipe.study.smollm2_summary import run_name, summarize
@@ -49,26 +50,31 @@ RESPONSE_LENGTH = 64
 STOP_GRACE_S = quickstart.STOP_TIMEOUT_S + 10.0
 
 
-def base_overrides(args: argparse.Namespace, name: str) -> list[str]:
+def base_settings(args: argparse.Namespace, name: str) -> dict[str, object]:
     """Shared by every run; the method's overrides come after these."""
-    return [
-        f"actor_rollout_ref.rollout.temperature={TEMPERATURE}",
+    return {
+        "actor_rollout_ref.rollout.temperature": TEMPERATURE,
         # validation: mean@4 of sampled answers on the fixed held-out set
-        "actor_rollout_ref.rollout.val_kwargs.n=4",
-        "actor_rollout_ref.rollout.val_kwargs.do_sample=true",
-        f"actor_rollout_ref.rollout.val_kwargs.temperature={TEMPERATURE}",
-        f"trainer.test_freq={args.test_freq}",
-        f"trainer.save_freq={args.save_freq}",
-        "trainer.resume_mode=auto",
-        "trainer.max_actor_ckpt_to_keep=1",
-        "trainer.project_name=copo-study-cpu",
-        f"trainer.experiment_name={name}",
+        "actor_rollout_ref.rollout.val_kwargs.n": 4,
+        "actor_rollout_ref.rollout.val_kwargs.do_sample": True,
+        "actor_rollout_ref.rollout.val_kwargs.temperature": TEMPERATURE,
+        "trainer.test_freq": args.test_freq,
+        "trainer.save_freq": args.save_freq,
+        "trainer.resume_mode": "auto",
+        "trainer.max_actor_ckpt_to_keep": 1,
+        "trainer.project_name": "copo-study-cpu",
+        "trainer.experiment_name": name,
         # Two runs share 24 GiB: with micro-batches of 8 responses their actor updates peaked at
         # ~6 GB each and Ray's memory monitor killed a run. 4 halves the logits memory; the
         # gradient is the same (accumulated over the step's micro-batches).
-        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
-        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4",
-    ]
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": 4,
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": 4,
+    }
+
+
+def base_overrides(args: argparse.Namespace, name: str) -> list[str]:
+    """:func:`base_settings` as the quickstart's trailing Hydra overrides."""
+    return format_overrides(base_settings(args, name))
 
 
 def run_command(args: argparse.Namespace, method: str, seed: int, out: Path) -> list[str]:
@@ -77,7 +83,7 @@ def run_command(args: argparse.Namespace, method: str, seed: int, out: Path) -> 
     # Step-0 validation scores the initial model, which every method shares: with the same seed
     # it samples the same answers, so only the first method's runs measure it (one CPU
     # validation costs about as much as two training steps); summarize() copies it to the others.
-    baseline = ["trainer.val_before_train=false"] if method != args.methods[0] else []
+    baseline = format_overrides({"trainer.val_before_train": False}) if method != args.methods[0] else []
     return [
         sys.executable,
         "-m",

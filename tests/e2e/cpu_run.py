@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from recipe.cpu_backend.job_env import cpu_job_env
+from recipe.launch import TINY_CPU, RunSpec, tiny_run
 from tests.paths import REPO
 
 REPO_ROOT = REPO
@@ -83,39 +84,35 @@ def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def tiny_recipe_spec(model: Path, train: Path, val: Path, ckpt: Path, *, steps: int = 2) -> RunSpec:
+    """The shared spec of a short ``main_copo --config-name copo_cpu`` run: the tiny run (4 prompts x 4
+    responses, mini-batches of 2 prompts and micro-batches of 2 responses so every group is split), the
+    parity reward, no checkpoints."""
+    settings = {
+        **TINY_CPU,
+        "reward.custom_reward_function.path": PARITY_REWARD,
+        "trainer.save_freq": -1,
+        "trainer.resume_mode": "disable",
+    }
+    return tiny_run(
+        "copo_cpu",
+        model=model,
+        train_files=train,
+        val_files=val,
+        settings=settings,
+        steps=steps,
+        checkpoints=ckpt,
+    )
+
+
 def tiny_recipe_overrides(tmp_path: Path, *, steps: int = 2) -> tuple[list[str], Path]:
-    """Build the tiny model and a 16/4-row parquet pair in ``tmp_path``; return the shared overrides
-    of a short ``main_copo --config-name copo_cpu`` run (4 prompts x 4 responses, mini-batches of 2
-    prompts and micro-batches of 2 responses so every group is split, parity reward, no
-    checkpoints) and the run folder, whose ``metrics.jsonl`` holds one line per step."""
+    """Build the tiny model and a 16/4-row parquet pair in ``tmp_path``; return the arguments of
+    :func:`tiny_recipe_spec` (``--config-name copo_cpu`` and its overrides) and the run folder, whose
+    ``metrics.jsonl`` holds one line per step."""
     from recipe.models.tiny import build_tiny_qwen2
 
     model = build_tiny_qwen2(tmp_path / "tiny")
     train = write_prompt_parquet(tmp_path / "train.parquet", 16, seed=0)
     val = write_prompt_parquet(tmp_path / "val.parquet", 4, seed=1)
     ckpt = tmp_path / "ckpt"
-    overrides = [
-        "--config-name",
-        "copo_cpu",
-        f"actor_rollout_ref.model.path={model}",
-        f"data.train_files={train}",
-        f"data.val_files={val}",
-        "data.train_batch_size=4",
-        "data.max_prompt_length=64",
-        "data.max_response_length=16",
-        "actor_rollout_ref.rollout.n=4",
-        "actor_rollout_ref.actor.ppo_mini_batch_size=2",
-        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2",
-        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4",
-        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4",
-        f"reward.custom_reward_function.path={PARITY_REWARD}",
-        "reward.num_workers=1",
-        f"trainer.total_training_steps={steps}",
-        "trainer.val_before_train=false",
-        "trainer.test_freq=-1",
-        "trainer.save_freq=-1",
-        "trainer.logger=[console]",
-        f"trainer.default_local_dir={ckpt}",
-        "trainer.resume_mode=disable",
-    ]
-    return overrides, ckpt
+    return tiny_recipe_spec(model, train, val, ckpt, steps=steps).argv(), ckpt

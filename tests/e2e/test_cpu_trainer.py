@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from recipe.launch import TINY_CPU, tiny_run
 from recipe.models.tiny import build_tiny_qwen2
 from tests.e2e.cpu_run import PARITY_REWARD, RunResult, read_jsonl, run_module, write_prompt_parquet
 
@@ -36,32 +37,31 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def copo_cpu_run(ws: Path, out: Path, *, steps: int, extra: list[str] = ()) -> tuple[RunResult, list[dict]]:
     """Train ``steps`` steps in ``out`` (checkpoints + metrics.jsonl there); returns result and metrics."""
-    overrides = [
-        "--config-name",
+    # the tiny run with one optimizer update per step (mini-batch = the step's 4 prompts), micro-batches
+    # of 16 and a large learning rate, so that two steps move the loss
+    settings = {
+        **TINY_CPU,
+        "data.seed": 0,
+        "actor_rollout_ref.actor.ppo_mini_batch_size": 4,
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": 16,
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": 16,
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": 16,
+        "actor_rollout_ref.actor.optim.lr": 1e-3,
+        "reward.custom_reward_function.path": PARITY_REWARD,
+        "reward.custom_reward_function.name": "compute_score",
+    }
+    spec = tiny_run(
         "copo_cpu",
-        f"actor_rollout_ref.model.path={ws / 'tiny'}",
-        f"data.train_files={ws / 'train.parquet'}",
-        f"data.val_files={ws / 'val.parquet'}",
-        "data.train_batch_size=4",
-        "data.max_prompt_length=64",
-        "data.max_response_length=16",
-        "data.seed=0",
-        "actor_rollout_ref.rollout.n=4",
-        "actor_rollout_ref.actor.ppo_mini_batch_size=4",
-        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16",
-        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=16",
-        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=16",
-        "actor_rollout_ref.actor.optim.lr=1e-3",
-        f"reward.custom_reward_function.path={PARITY_REWARD}",
-        "reward.custom_reward_function.name=compute_score",
-        f"trainer.total_training_steps={steps}",
-        "trainer.val_before_train=false",
-        "trainer.test_freq=-1",
-        "trainer.logger=[console]",
-        f"trainer.default_local_dir={out / 'ckpt'}",
-        f"trainer.metrics_jsonl={out / 'metrics.jsonl'}",
-        *extra,
-    ]
+        model=ws / "tiny",
+        train_files=ws / "train.parquet",
+        val_files=ws / "val.parquet",
+        settings=settings,
+        steps=steps,
+        checkpoints=out / "ckpt",
+        metrics=out / "metrics.jsonl",
+        extra=tuple(extra),
+    )
+    overrides = spec.argv()
     result = run_module(
         "recipe.copo.main_copo", overrides, log_path=out / f"train-{steps}.log", timeout=RUN_TIMEOUT_S
     )

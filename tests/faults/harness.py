@@ -13,12 +13,13 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from recipe import launch
+from recipe.launch import RunSpec
 from tests.e2e.cpu_run import PARITY_REWARD, cpu_env, write_prompt_parquet
 from tests.e2e.stopping import kill_tagged, start_tagged, tagged_processes
 from tests.paths import REPO
@@ -31,11 +32,11 @@ MODEL_SHAPE = {"num_layers": 4, "hidden_size": 512}
 
 @dataclass
 class TinyRun:
-    """One run folder: its checkpoint root, metrics file, rollout dumps and the overrides that make it."""
+    """One run folder: its checkpoint root, metrics file, rollout dumps and the spec that makes it."""
 
     folder: Path
     ckpt: Path
-    overrides: list[str] = field(default_factory=list)
+    spec: RunSpec
 
     @property
     def metrics(self) -> Path:
@@ -46,14 +47,8 @@ class TinyRun:
         return self.folder / "rollouts"
 
     def command(self, steps: int, *extra: str) -> list[str]:
-        return [
-            sys.executable,
-            "-m",
-            "recipe.copo.main_copo",
-            *self.overrides,
-            f"trainer.total_training_steps={steps}",
-            *extra,
-        ]
+        """The trainer's command line for ``steps`` steps; ``extra`` overrides come last."""
+        return launch.command(replace(self.spec, steps=steps, extra=(*self.spec.extra, *extra)))
 
 
 def build_inputs(folder: Path) -> tuple[Path, Path, Path]:
@@ -69,37 +64,29 @@ def build_inputs(folder: Path) -> tuple[Path, Path, Path]:
 def tiny_run(
     folder: Path, inputs: tuple[Path, Path, Path], *, ckpt: Path | None = None, extra: Sequence[str] = ()
 ) -> TinyRun:
-    """A ``copo_cpu`` run of 4 prompts x 4 responses per step that saves every step and resumes itself."""
+    """A ``copo_cpu`` tiny run (recipe.launch) that saves every step, resumes itself and dumps its
+    rollouts."""
     model, train, val = inputs
     folder.mkdir(parents=True, exist_ok=True)
-    run = TinyRun(folder=folder, ckpt=ckpt or folder / "ckpt")
-    run.overrides = [
-        "--config-name",
+    ckpt = ckpt or folder / "ckpt"
+    settings = {
+        **launch.TINY_CPU,
+        "reward.custom_reward_function.path": PARITY_REWARD,
+        "trainer.save_freq": 1,
+        "trainer.resume_mode": "auto",
+        "trainer.rollout_data_dir": folder / "rollouts",
+    }
+    spec = launch.tiny_run(
         "copo_cpu",
-        f"actor_rollout_ref.model.path={model}",
-        f"data.train_files={train}",
-        f"data.val_files={val}",
-        "data.train_batch_size=4",
-        "data.max_prompt_length=64",
-        "data.max_response_length=16",
-        "actor_rollout_ref.rollout.n=4",
-        "actor_rollout_ref.actor.ppo_mini_batch_size=2",
-        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2",
-        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4",
-        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4",
-        f"reward.custom_reward_function.path={PARITY_REWARD}",
-        "reward.num_workers=1",
-        "trainer.val_before_train=false",
-        "trainer.test_freq=-1",
-        "trainer.save_freq=1",
-        "trainer.resume_mode=auto",
-        "trainer.logger=[console]",
-        f"trainer.default_local_dir={run.ckpt}",
-        f"trainer.metrics_jsonl={run.metrics}",
-        f"trainer.rollout_data_dir={run.dumps}",
-        *extra,
-    ]
-    return run
+        model=model,
+        train_files=train,
+        val_files=val,
+        settings=settings,
+        checkpoints=ckpt,
+        metrics=folder / "metrics.jsonl",
+        extra=tuple(extra),
+    )
+    return TinyRun(folder=folder, ckpt=ckpt, spec=spec)
 
 
 def logged_steps(metrics: Path) -> list[int]:

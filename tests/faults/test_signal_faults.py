@@ -345,8 +345,7 @@ print(json.dumps({{"status": str(info.status), "actors": actors}}))
 def submit_case(tmp_path: Path, inputs, head: Head) -> Case:
     run = tiny_run(tmp_path / "job", inputs)
     submission = f"copo-signal-{os.getpid()}-{int(time.time() * 1000) % 10**8}"
-    overrides = [o for o in run.overrides if o not in ("--config-name", "copo_cpu")]
-    overrides += [
+    overrides = run.spec.overrides() + [
         "trainer.total_training_steps=40",
         "ray_kwargs.ray_init.num_cpus=null",
         "ray_kwargs.ray_init.num_gpus=null",

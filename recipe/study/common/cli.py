@@ -25,6 +25,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from recipe.launch import format_overrides
 from recipe.study.common import jobs as study_jobs
 from recipe.study.common.collect import PlannedRun
 from recipe.study.common.plan import StudyPlan
@@ -127,7 +128,7 @@ def cmd_real(plan: StudyPlan, args: argparse.Namespace) -> int:
     todo = at_rates(plan.real_trainer_methods, plan.real_trainer_seeds, plan.learning_rates())
     steps = study_jobs.planned_steps(None, plan.config_name)
     # validation at step 0 and after the last step only: verl's sampling of 4 x 1024 answers is minutes
-    extra = [f"trainer.test_freq={steps}", "trainer.logger=[console]"]
+    extra = format_overrides({"trainer.test_freq": steps, "trainer.logger": ["console"]})
     jobs = study_jobs.real_jobs(t, todo, args.runs / "real", extra=extra, config_name=plan.config_name)
     return run_phase(jobs, args, t, "real")
 

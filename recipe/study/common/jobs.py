@@ -14,7 +14,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from recipe import launch
 from recipe.files import REPO_ROOT
+from recipe.launch import RunSpec
 from recipe.study.driver import METRICS, Job
 from recipe.study.methods import METHODS
 from recipe.study.testbed.build import Testbed
@@ -24,6 +26,7 @@ from recipe.study.testbed.runs import run_env
 CONFIG_NAME = "testbed2_cpu"
 USAGE = "usage.json"  # real runs: CPU seconds (recipe.study.common.usage)
 CONFIG_PATH = REPO_ROOT / "recipe" / "copo" / "config" / f"{CONFIG_NAME}.yaml"
+FAST_MODULE = "recipe.study.fast.run"  # the fast trainer's command line: OUT, then main_copo's arguments
 # Bump when the fast trainer changes what a run computes: finished runs then count as stale.
 FAST_TRAINER_VERSION = 1
 
@@ -48,20 +51,38 @@ def workload_sha256(config_name: str = CONFIG_NAME) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def run_spec(
+    testbed: Testbed,
+    method: str,
+    seed: int,
+    lr: float,
+    steps: int | None = None,
+    config_name: str = CONFIG_NAME,
+    *,
+    checkpoints: Path | None = None,
+    metrics: Path | None = None,
+    extra: Sequence[str] = (),
+) -> RunSpec:
+    """One run (either trainer): the testbed's paths, the seed, the learning rate, the method; a real
+    run adds its output folders and ``extra`` overrides."""
+    return RunSpec(
+        config_name,
+        model=testbed.model,
+        train_files=testbed.data / "train.parquet",
+        val_files=testbed.data / "val.parquet",
+        seed=seed,
+        settings={"actor_rollout_ref.actor.optim.lr": lr, "trainer.experiment_name": f"{method}-s{seed}"},
+        steps=steps,
+        method=tuple(METHODS[method]),
+        checkpoints=checkpoints,
+        metrics=metrics,
+        extra=tuple(extra),
+    )
+
+
 def overrides(testbed: Testbed, method: str, seed: int, lr: float, steps: int | None = None) -> list[str]:
     """Hydra overrides of one run, after ``--config-name testbed2_cpu`` (either trainer)."""
-    budget = [f"trainer.total_training_steps={steps}"] if steps is not None else []
-    return [
-        f"actor_rollout_ref.model.path={testbed.model}",
-        f"data.train_files={testbed.data / 'train.parquet'}",
-        f"data.val_files={testbed.data / 'val.parquet'}",
-        f"data.seed={seed}",
-        f"actor_rollout_ref.rollout.seed={seed}",
-        f"actor_rollout_ref.actor.optim.lr={lr}",
-        f"trainer.experiment_name={method}-s{seed}",
-        *budget,
-        *METHODS[method],
-    ]
+    return run_spec(testbed, method, seed, lr, steps).overrides()
 
 
 def planned_steps(steps: int | None, config_name: str = CONFIG_NAME) -> int:
@@ -89,7 +110,8 @@ def fast_jobs(
     for method, seed, lr in plan:
         name = run_name(method, seed, lr if name_lr else None)
         out = runs_dir / name
-        args = overrides(testbed, method, seed, lr, steps)
+        spec = run_spec(testbed, method, seed, lr, steps, config_name)
+        args = spec.overrides()
         fingerprint = {
             "trainer": "fast",
             "fast_trainer_version": FAST_TRAINER_VERSION,
@@ -102,7 +124,7 @@ def fast_jobs(
             "steps": budget,
             "overrides": args,
         }
-        command = [python, "-m", "recipe.study.fast.run", str(out), "--config-name", config_name, *args]
+        command = [python, "-m", FAST_MODULE, str(out), *spec.argv()]
         jobs.append(Job(name, out, command, budget, fingerprint, env=run_env(), cwd=REPO_ROOT))
     return jobs
 
@@ -124,12 +146,18 @@ def real_jobs(
     for method, seed, lr in plan:
         name = run_name(method, seed)
         out = runs_dir / name
-        args = [
-            *overrides(testbed, method, seed, lr, steps),
-            f"trainer.default_local_dir={out / 'checkpoints'}",
-            f"trainer.metrics_jsonl={out / METRICS}",
-            *extra,
-        ]
+        spec = run_spec(
+            testbed,
+            method,
+            seed,
+            lr,
+            steps,
+            config_name,
+            checkpoints=out / "checkpoints",
+            metrics=out / METRICS,
+            extra=extra,
+        )
+        args = spec.overrides()
         fingerprint = {
             "trainer": "main_copo",
             "config": config_name,
@@ -142,8 +170,7 @@ def real_jobs(
             "overrides": args,
         }
         command = [
-            python, "-m", "recipe.study.common.usage", str(out / USAGE), "--",
-            python, "-m", "recipe.copo.main_copo", "--config-name", config_name, *args,
+            python, "-m", "recipe.study.common.usage", str(out / USAGE), "--", *launch.command(spec, python),
         ]  # fmt: skip
         jobs.append(Job(name, out, command, budget, fingerprint, env=run_env(), cwd=REPO_ROOT))
     return jobs

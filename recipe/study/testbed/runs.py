@@ -14,8 +14,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from recipe import launch
 from recipe.cpu_backend.job_env import cpu_job_env
 from recipe.files import REPO_ROOT
+from recipe.launch import RunSpec
 from recipe.study.driver import METRICS, Job
 from recipe.study.methods import METHODS
 from recipe.study.testbed.build import Testbed
@@ -49,21 +51,25 @@ def planned_steps(steps: int | None) -> int:
     return int(steps if steps is not None else workload().trainer.total_training_steps)
 
 
+def run_spec(testbed: Testbed, method: str, seed: int, out: Path, steps: int | None) -> RunSpec:
+    """One run of ``--config-name testbed_cpu``: the testbed's paths, the seed, the method, its folders."""
+    return RunSpec(
+        CONFIG_NAME,
+        model=testbed.model,
+        train_files=testbed.data / "train.parquet",
+        val_files=testbed.data / "val.parquet",
+        seed=seed,
+        settings={"trainer.experiment_name": run_name(method, seed)},
+        steps=steps,
+        method=tuple(METHODS[method]),
+        checkpoints=out / "checkpoints",
+        metrics=out / METRICS,
+    )
+
+
 def run_overrides(testbed: Testbed, method: str, seed: int, out: Path, steps: int | None) -> list[str]:
     """Hydra overrides of one run, after ``--config-name testbed_cpu``."""
-    budget = [f"trainer.total_training_steps={steps}"] if steps is not None else []
-    return [
-        f"actor_rollout_ref.model.path={testbed.model}",
-        f"data.train_files={testbed.data / 'train.parquet'}",
-        f"data.val_files={testbed.data / 'val.parquet'}",
-        f"data.seed={seed}",
-        f"actor_rollout_ref.rollout.seed={seed}",
-        f"trainer.experiment_name={run_name(method, seed)}",
-        f"trainer.default_local_dir={out / 'checkpoints'}",
-        f"trainer.metrics_jsonl={out / METRICS}",
-        *budget,
-        *METHODS[method],
-    ]
+    return run_spec(testbed, method, seed, out, steps).overrides()
 
 
 def run_env() -> dict[str, str]:
@@ -87,7 +93,6 @@ def make_jobs(
         for method in methods:
             name = run_name(method, seed)
             out = runs_dir / name
-            overrides = run_overrides(testbed, method, seed, out, steps)
             fingerprint = {
                 "config": CONFIG_NAME,
                 "workload_sha256": config_sha,
@@ -97,6 +102,6 @@ def make_jobs(
                 "seed": seed,
                 "steps": budget,
             }
-            command = [python, "-m", "recipe.copo.main_copo", "--config-name", CONFIG_NAME, *overrides]
+            command = launch.command(run_spec(testbed, method, seed, out, steps), python)
             jobs.append(Job(name, out, command, budget, fingerprint, env=run_env(), cwd=REPO_ROOT))
     return jobs

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from recipe.files import REPO_ROOT
+from recipe.launch import RunSpec
 from recipe.study.common import jobs
 from recipe.study.driver import Job
 from recipe.study.methods import METHODS
@@ -123,20 +124,23 @@ def prepare_data(testbed: Testbed, kind: str, out_dir: Path) -> tuple[Path, Path
     return train, val
 
 
+def probe_spec(testbed: Testbed, probe: Probe, data_dir: Path) -> RunSpec:
+    """The probe's run of ``--config-name testbed2_cpu``: GRPO with its data, seed, lr and overrides."""
+    train, val = prepare_data(testbed, probe.data, data_dir)
+    return RunSpec(
+        CONFIG_NAME,
+        model=testbed.model,
+        train_files=train,
+        val_files=val,
+        seed=probe.seed,
+        settings={"actor_rollout_ref.actor.optim.lr": probe.lr, "trainer.experiment_name": probe.name},
+        method=(*METHODS["grpo"], *probe.overrides),
+    )
+
+
 def probe_overrides(testbed: Testbed, probe: Probe, data_dir: Path) -> list[str]:
     """The probe's Hydra overrides after ``--config-name testbed2_cpu``."""
-    train, val = prepare_data(testbed, probe.data, data_dir)
-    return [
-        f"actor_rollout_ref.model.path={testbed.model}",
-        f"data.train_files={train}",
-        f"data.val_files={val}",
-        f"data.seed={probe.seed}",
-        f"actor_rollout_ref.rollout.seed={probe.seed}",
-        f"actor_rollout_ref.actor.optim.lr={probe.lr}",
-        f"trainer.experiment_name={probe.name}",
-        *METHODS["grpo"],
-        *probe.overrides,
-    ]
+    return probe_spec(testbed, probe, data_dir).overrides()
 
 
 __all__ = ["CONFIG_NAME", "PROBES", "Probe", "prepare_data", "probe_jobs", "probe_overrides"]
@@ -152,7 +156,8 @@ def probe_jobs(
     out_jobs = []
     for probe in probes:
         out = runs_dir / probe.name
-        args = probe_overrides(testbed, probe, data_dir)
+        spec = probe_spec(testbed, probe, data_dir)
+        args = spec.overrides()
         steps_override = [o for o in args if o.startswith("trainer.total_training_steps=")]
         steps = (
             int(steps_override[-1].split("=", 1)[1])
@@ -168,6 +173,6 @@ def probe_jobs(
             "probe": probe.name,
             "overrides": args,
         }
-        command = [python, "-m", "recipe.study.fast.run", str(out), "--config-name", CONFIG_NAME, *args]
+        command = [python, "-m", jobs.FAST_MODULE, str(out), *spec.argv()]
         out_jobs.append(Job(probe.name, out, command, steps, fingerprint, env=run_env(), cwd=REPO_ROOT))
     return out_jobs

@@ -89,20 +89,23 @@ def run(spec: dict, out_path: str) -> None:
 
     from recipe.copo.actor_loss import copo_ppo_loss
     from recipe.copo.config_check import compose
+    from recipe.launch import format_overrides
 
     torch.manual_seed(0)
     with tempfile.TemporaryDirectory() as tmp:
         dist.init_process_group("gloo", init_method=f"file://{tmp}/pg", rank=0, world_size=1)
         config = compose(
-            [
-                f"actor_rollout_ref.model.path={spec['model']}",
-                "data.train_files=/unused",
-                "data.val_files=/unused",
-                "algorithm.adv_estimator=copo",
-                "actor_rollout_ref.actor.policy_loss.loss_mode=copo",
-                f"actor_rollout_ref.model.use_remove_padding={spec['remove_padding']}",
-                f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={MICRO_BATCH}",
-            ],
+            format_overrides(
+                {
+                    "actor_rollout_ref.model.path": spec["model"],
+                    "data.train_files": "/unused",
+                    "data.val_files": "/unused",
+                    "algorithm.adv_estimator": "copo",
+                    "actor_rollout_ref.actor.policy_loss.loss_mode": "copo",
+                    "actor_rollout_ref.model.use_remove_padding": spec["remove_padding"],
+                    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": MICRO_BATCH,
+                }
+            ),
             config_name="copo_cpu",
         )
         actor = omega_conf_to_dataclass(config.actor_rollout_ref.actor)

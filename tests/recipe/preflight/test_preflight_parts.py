@@ -9,6 +9,7 @@ import os
 import pytest
 import torch
 
+from recipe.launch import format_overrides
 from recipe.preflight import cli, measure, report, trainer_run
 from recipe.preflight.environment import Environment, Package
 from recipe.preflight.model import padded_vocab
@@ -175,7 +176,7 @@ def test_bad_arguments_are_refused(capsys) -> None:
 
 
 def test_cpu_trainer_settings_come_from_copo_cpu_yaml() -> None:
-    overrides = trainer_run.cpu_overrides()
+    overrides = format_overrides(trainer_run.cpu_settings())
     assert overrides[0] == "trainer.device=cpu"
     assert "++ray_kwargs.ray_init.num_gpus=1" in overrides
     assert "++transfer_queue.backend.SimpleStorage.num_data_storage_units=1" in overrides

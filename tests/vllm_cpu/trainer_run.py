@@ -12,10 +12,9 @@ from pathlib import Path
 
 from recipe.cpu_backend.vllm_plugin import SHM_LOG_ENV
 from recipe.cpu_backend.vllm_rollout import SLEEP_KEY
+from recipe.launch import tiny_run
 from tests.e2e.cpu_run import PARITY_REWARD, cpu_env, write_prompt_parquet
 from tests.vllm_cpu.venv import vllm_env
-
-VLLM_ROLLOUT = ["actor_rollout_ref.rollout.name=vllm", f"+{SLEEP_KEY}=false"]
 
 
 def tiny_model(root: Path) -> Path:
@@ -25,34 +24,33 @@ def tiny_model(root: Path) -> Path:
 
 
 def vllm_job_overrides(root: Path, out: Path, *, steps: int, model: Path | None = None) -> list[str]:
+    """``--config-name copo_cpu`` and the overrides: the tiny run (recipe.launch) with verl's vLLM rollout,
+    16 training prompts, the parity reward and micro-batches of 8."""
     train = write_prompt_parquet(root / "train.parquet", 16, seed=0)
     val = write_prompt_parquet(root / "val.parquet", 4, seed=1)
-    return [
-        "--config-name",
+    spec = tiny_run(
         "copo_cpu",
-        f"actor_rollout_ref.model.path={model or tiny_model(root)}",
-        f"data.train_files={train}",
-        f"data.val_files={val}",
-        "data.train_batch_size=4",
-        "data.max_prompt_length=64",
-        "data.max_response_length=16",
-        "data.seed=0",
-        "actor_rollout_ref.rollout.n=4",
-        "actor_rollout_ref.actor.ppo_mini_batch_size=2",
-        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8",
-        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8",
-        f"reward.custom_reward_function.path={PARITY_REWARD}",
-        "reward.custom_reward_function.name=compute_score",
-        f"trainer.total_training_steps={steps}",
-        "trainer.val_before_train=false",
-        "trainer.test_freq=-1",
-        "trainer.save_freq=-1",
-        "trainer.logger=[console]",
-        f"trainer.default_local_dir={out / 'ckpt'}",
-        f"trainer.metrics_jsonl={out / 'metrics.jsonl'}",
-        "trainer.resume_mode=disable",
-        *VLLM_ROLLOUT,
-    ]
+        model=model or tiny_model(root),
+        train_files=train,
+        val_files=val,
+        rollout="vllm",
+        settings={
+            "data.max_prompt_length": 64,
+            "data.max_response_length": 16,
+            "data.seed": 0,
+            "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": 8,
+            "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": 8,
+            "reward.custom_reward_function.path": PARITY_REWARD,
+            "reward.custom_reward_function.name": "compute_score",
+            "trainer.save_freq": -1,
+            "trainer.resume_mode": "disable",
+            f"+{SLEEP_KEY}": False,  # vLLM refuses sleep mode on CPU; verl turns it on by default
+        },
+        steps=steps,
+        checkpoints=out / "ckpt",
+        metrics=out / "metrics.jsonl",
+    )
+    return spec.argv()
 
 
 def job_env(shm_log: Path) -> dict[str, str]:

@@ -2,6 +2,11 @@
 fixed inputs: paths under /X, ``python`` for the interpreter of study jobs; commands without
 the interpreter). tests/recipe/launch/test_callers.py compares what the callers build now with these."""
 
+from tests.e2e.cpu_run import PARITY_REWARD
+
+# The parity reward's path is the checkout's own (it was recorded from another checkout).
+PARITY = str(PARITY_REWARD)
+
 # fmt: off
 E2E = ['--config-name', 'copo_cpu', 'actor_rollout_ref.model.path=/X/e2e/tiny',
  'data.train_files=/X/e2e/train.parquet', 'data.val_files=/X/e2e/val.parquet', 'data.train_batch_size=4',
@@ -9,7 +14,7 @@ E2E = ['--config-name', 'copo_cpu', 'actor_rollout_ref.model.path=/X/e2e/tiny',
  'actor_rollout_ref.actor.ppo_mini_batch_size=2', 'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2',
  'actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4',
  'actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4',
- 'reward.custom_reward_function.path=/work/wt/i38/tests/e2e/parity_reward.py', 'reward.num_workers=1',
+ 'reward.custom_reward_function.path=' + PARITY, 'reward.num_workers=1',
  'trainer.total_training_steps=3', 'trainer.val_before_train=false', 'trainer.test_freq=-1',
  'trainer.save_freq=-1', 'trainer.logger=[console]', 'trainer.default_local_dir=/X/e2e/ckpt',
  'trainer.resume_mode=disable']
@@ -20,7 +25,7 @@ FAULTS = ['-m', 'recipe.copo.main_copo', '--config-name', 'copo_cpu', 'actor_rol
  'actor_rollout_ref.actor.ppo_mini_batch_size=2', 'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2',
  'actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4',
  'actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4',
- 'reward.custom_reward_function.path=/work/wt/i38/tests/e2e/parity_reward.py', 'reward.num_workers=1',
+ 'reward.custom_reward_function.path=' + PARITY, 'reward.num_workers=1',
  'trainer.val_before_train=false', 'trainer.test_freq=-1', 'trainer.save_freq=1', 'trainer.resume_mode=auto',
  'trainer.logger=[console]', 'trainer.default_local_dir=/X/f/ckpt',
  'trainer.metrics_jsonl=/X/f/metrics.jsonl', 'trainer.rollout_data_dir=/X/f/rollouts', 'a.b=1',

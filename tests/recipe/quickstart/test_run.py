@@ -171,6 +171,10 @@ def test_rollout_vllm_adds_the_rollout_and_sleep_mode_off_before_the_users_overr
 
     assert qs.build_overrides(_args(rollout="hf"), []) == qs.build_overrides(_args(), [])
     vllm = qs.build_overrides(_args(rollout="vllm"), ["x.y=1"])
-    assert vllm[-3:] == ["actor_rollout_ref.rollout.name=vllm", f"+{SLEEP_KEY}=false", "x.y=1"]
+    assert vllm[-1] == "x.y=1"  # the user's override stays last: it wins
+    assert "actor_rollout_ref.rollout.name=vllm" in vllm and f"+{SLEEP_KEY}=false" in vllm
+    assert sorted(set(vllm) - set(qs.build_overrides(_args(), ["x.y=1"]))) == sorted(
+        ["actor_rollout_ref.rollout.name=vllm", f"+{SLEEP_KEY}=false"]
+    )
     args, _ = qs.parse_args(["--model", "m", "--data", "d", "--out", "o"])
     assert args.rollout == "hf"

@@ -107,7 +107,9 @@ def run_copo(config: DictConfig) -> None:
         # import time (verl/trainer/constants_ppo.py) and fails if VERL_PLATFORM=cpu is set
         # before the CPU platform is registered.
         from recipe.cpu_backend.activation import activate
+        from recipe.cpu_backend.checks import check_vllm_rollout
 
+        check_vllm_rollout(config)  # the rollout starts here: vLLM importable, sleep mode off
         config = activate(config) or config
     from verl.trainer.main_ppo import run_ppo
     from verl.trainer.ppo.utils import need_critic, need_reference_policy

@@ -125,8 +125,10 @@ def check_vllm_rollout(config: DictConfig, *, installed: bool | None = None) -> 
 
 
 def check_cpu_config(config: DictConfig) -> None:
-    """Every CPU-backend start-up check; raises :class:`CpuConfigError` naming the key to change."""
-    check_vllm_rollout(config)
+    """Every CPU-backend start-up check of the actor and reference; raises :class:`CpuConfigError` naming the
+    key to change. The rollout's (:func:`check_vllm_rollout`) is made by the trainer that starts it
+    (recipe/copo/main_copo.py): the preflight's actor stage activates a paper config, whose rollout is
+    vLLM, without starting any rollout."""
     check_rollout_log_prob_reuse(config)
     check_reference_pass(config)
     check_cpu_backend_section(config)

@@ -50,11 +50,10 @@ VAL_DIR = "val_generations"
 # --algo: the estimator and the policy loss it pairs with (the quickstart sits below recipe.copo in the
 # layering table, so this repeats two rows of recipe/copo/estimators.py; a test keeps them equal).
 ALGO_LOSS = {"copo": "copo", "grpo": "vanilla"}
-# --rollout: copo_cpu.yaml's `hf` (recipe/cpu_backend/hf_server.py) or verl's own vLLM server, which
-# runs in the second venv (scripts/setup_vllm_cpu.sh; quickstart.sh switches to it) and needs sleep
-# mode off on CPU (recipe/cpu_backend/checks.py: check_vllm_rollout).
-# --rollout: the rollout's extra settings (hf: copo_cpu.yaml's own rollout; vllm: verl's vLLM server, with
-# sleep mode off, which vLLM refuses on CPU and verl turns on by default).
+# --rollout: the rollout's extra settings. hf: copo_cpu.yaml's own (recipe/cpu_backend/hf_server.py);
+# vllm: verl's own vLLM server, which runs in the second venv (scripts/setup_vllm_cpu.sh; quickstart.sh
+# switches to it) and needs sleep mode off on CPU, where verl turns it on by default
+# (recipe/cpu_backend/checks.py: check_vllm_rollout).
 ROLLOUT_SETTINGS: dict[str, dict[str, object]] = {
     "hf": {},
     "vllm": {f"+{SLEEP_KEY}": False},

@@ -57,3 +57,15 @@ def test_activate_passes_vllm_env_only_with_the_vllm_rollout(monkeypatch: pytest
     assert all(os.environ[k] == v for k, v in ENV_DEFAULTS.items())
     hf_vars = activation.activate(cpu_config()).ray_kwargs.ray_init.runtime_env.env_vars
     assert not set(ENV_DEFAULTS) & set(hf_vars)
+
+
+def test_the_trainer_refuses_the_vllm_rollout_without_vllm_before_starting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """main_copo makes the rollout's check (activate() does not: the preflight's actor stage activates a
+    paper config, whose rollout is vLLM, without starting one)."""
+    import recipe.cpu_backend.checks as checks
+    from recipe.copo.main_copo import run_copo
+
+    monkeypatch.setattr(checks, "vllm_installed", lambda: False)
+    config = cpu_config(actor_rollout_ref__rollout__name="vllm", **{SLEEP_KEY.replace(".", "__"): False})
+    with pytest.raises(CpuConfigError, match="setup_vllm_cpu.sh"):
+        run_copo(config)

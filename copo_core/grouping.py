@@ -96,3 +96,21 @@ def group_reduce(
         return out.index_add_(0, group_index, values)
     init = {"amax": -math.inf, "amin": math.inf}[reduce]
     return out.fill_(init).scatter_reduce_(0, group_index, values, reduce)
+
+
+def check_step_batch(
+    advantages: torch.Tensor,
+    response_mask: torch.Tensor,
+    scores: torch.Tensor,
+    index: Sequence[Hashable] | np.ndarray | torch.Tensor,
+) -> None:
+    """Raise ValueError unless ``advantages`` and ``response_mask`` are both (N, L) and ``scores`` (N,)
+    and ``index`` (length N) describe the same N responses (the step metrics' inputs)."""
+    n = scores.shape[0]
+    if advantages.shape != response_mask.shape or advantages.dim() != 2 or advantages.shape[0] != n:
+        raise ValueError(
+            "`advantages` and `response_mask` must both be (N, L) with N = len(scores) = "
+            f"{n}, got {tuple(advantages.shape)} and {tuple(response_mask.shape)}"
+        )
+    if len(index) != n:
+        raise ValueError(f"`index` has length {len(index)} but `scores` has {n} responses")

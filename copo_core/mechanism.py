@@ -20,7 +20,7 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 import torch
 
-from copo_core.grouping import group_inverse
+from copo_core.grouping import check_step_batch, group_inverse, group_reduce
 
 __all__ = [
     "MECHANISM_METRIC_KEYS",
@@ -93,21 +93,14 @@ def wrong_answer_metrics(
         and in mixed groups, and per success bin of mixed groups (``MIXED_BIN_KEYS``), each with its
         count of wrong answers. A mean over no answer is NaN (its count is 0).
     """
-    n = scores.shape[0]
-    if advantages.shape != response_mask.shape or advantages.dim() != 2 or advantages.shape[0] != n:
-        raise ValueError(
-            "`advantages` and `response_mask` must both be (N, L) with N = len(scores) = "
-            f"{n}, got {tuple(advantages.shape)} and {tuple(response_mask.shape)}"
-        )
-    if len(index) != n:
-        raise ValueError(f"`index` has length {len(index)} but `scores` has {n} responses")
+    check_step_batch(advantages, response_mask, scores, index)
     gidx, n_groups = group_inverse(index, device=scores.device)
     mask = response_mask.to(scores.device, torch.float32)
     tokens = mask.sum(dim=1)
     adv = (advantages.to(scores.device, torch.float32) * mask).sum(dim=1) / tokens.clamp_min(1.0)  # (N,)
     correct = (scores.float() > 0).float()
-    size_g = torch.zeros(n_groups, device=scores.device).index_add_(0, gidx, torch.ones_like(correct))
-    success_g = torch.zeros(n_groups, device=scores.device).index_add_(0, gidx, correct) / size_g  # (P,)
+    size_g = group_reduce(torch.ones_like(correct), gidx, n_groups, "sum")
+    success_g = group_reduce(correct, gidx, n_groups, "sum") / size_g  # (P,)
     all_wrong_g, all_correct_g = success_g == 0, success_g == 1
     mixed_g = ~(all_wrong_g | all_correct_g)
     wrong = (correct == 0).float()

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from copo_core.advantages import CopoAdvantages
-from copo_core.grouping import group_inverse, group_reduce
+from copo_core.grouping import check_step_batch, group_inverse, group_reduce
 
 __all__ = [
     "COPO_METRIC_KEYS",
@@ -129,14 +129,7 @@ def signal_budget_metrics(
         ``frac_groups_all_wrong``, ``frac_groups_zero_variance`` (all rewards of the group equal; a
         group of one counts) over the P prompts, ``num_responses`` (N) and ``num_groups`` (P).
     """
-    n = scores.shape[0]
-    if advantages.shape != response_mask.shape or advantages.dim() != 2 or advantages.shape[0] != n:
-        raise ValueError(
-            "`advantages` and `response_mask` must both be (N, L) with N = len(scores) = "
-            f"{n}, got {tuple(advantages.shape)} and {tuple(response_mask.shape)}"
-        )
-    if len(index) != n:
-        raise ValueError(f"`index` has length {len(index)} but `scores` has {n} responses")
+    check_step_batch(advantages, response_mask, scores, index)
     gidx, n_groups = group_inverse(index, device=scores.device)
     scores = scores.float()
     correct = (scores > 0).float()
@@ -148,6 +141,6 @@ def signal_budget_metrics(
         FRAC_GROUPS_ALL_CORRECT: (group_reduce(correct, gidx, n_groups, "amin") == 1).float().mean().item(),
         FRAC_GROUPS_ALL_WRONG: (group_reduce(correct, gidx, n_groups, "amax") == 0).float().mean().item(),
         FRAC_GROUPS_ZERO_VARIANCE: (min_score == max_score).float().mean().item(),
-        NUM_RESPONSES: float(n),
+        NUM_RESPONSES: float(scores.shape[0]),
         NUM_GROUPS: float(n_groups),
     }

@@ -73,10 +73,16 @@ def test_two_copo_steps_with_vllm_rollout_sync_carries_the_update(tmp_path: Path
     assert "rollout: vllm" in run.log or "vLLM" in run.log, "the run did not use vLLM"
     steps = _steps(read_jsonl(out / "metrics.jsonl"))
     assert sorted(steps) == [1, 2]
+    # Step 1 samples from the random initial model: ~half of the responses have even length, so mixed
+    # groups (both signs of advantage) and a non-zero gradient are near certain (16 groups all uniform:
+    # ~8^-16). Step 2 samples from the model that lr=1e-3 moved; it may emit one length for a whole group
+    # or batch (CI, 2026-11-29: step 2's advantages were all >= 0), so step 2 checks only what the sync
+    # decides: the actor's and vLLM's probabilities of the tokens vLLM sampled.
+    first = steps[1]
+    assert math.isfinite(first["actor/grad_norm"]) and first["actor/grad_norm"] > 0, first
+    assert first["critic/advantages/max"] > 0 > first["critic/advantages/min"], first
     for step, row in steps.items():
-        assert math.isfinite(row["actor/grad_norm"]) and row["actor/grad_norm"] > 0, (step, row)
-        # non-zero advantages: mixed groups under the parity reward
-        assert row["critic/advantages/max"] > 0 > row["critic/advantages/min"], (step, row)
+        assert math.isfinite(row["actor/grad_norm"]), (step, row)
         assert row["training/rollout_probs_diff_max"] < SYNC_TOL, (step, row["training/rollout_probs_diff_max"])
     print(f"[vllm_cpu] rollout_probs_diff_max by step: {[steps[s]['training/rollout_probs_diff_max'] for s in (1, 2)]}")
 

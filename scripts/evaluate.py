@@ -68,10 +68,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--out", default="eval_results", help="output folder (resumable)")
     parser.add_argument(
-        "--backend", choices=BACKENDS, default="auto", help="auto: vllm if installed and a GPU"
+        "--backend",
+        choices=BACKENDS,
+        default="auto",
+        help="auto: vllm if installed and a GPU, else hf; vllm without a GPU: one CPU worker (vLLM's CPU build, "
+        ".venv-vllm)",
     )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--dtype", default="auto", help="hf backend weights dtype: auto, float32, bfloat16")
+    parser.add_argument(
+        "--dtype",
+        default="auto",
+        help="weights dtype of the hf backend and of vLLM on CPU: auto (float32 on CPU), float32, bfloat16",
+    )
     parser.add_argument("--reward", default=DEFAULT_REWARD, help="batch reward function as module:function")
     parser.add_argument("--overwrite", action="store_true", help="redo pairs already complete in --out")
     parser.add_argument(

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.vllm_cpu.greedy import agree_up_to_near_ties
 from tests.vllm_cpu.venv import VLLM_PY, requires_vllm_venv, run_tree, tail, vllm_env
 
 pytestmark = [pytest.mark.vllm_cpu, requires_vllm_venv]
@@ -18,8 +19,6 @@ pytestmark = [pytest.mark.vllm_cpu, requires_vllm_venv]
 PROMPTS = ["What is 2+3?", "The capital of France is", "def add(a, b):"]
 MAX_TOKENS = 16
 TIMEOUT_S = 600
-# A logit gap this small is a tie at fp32 rounding (logits ~10-30; GEMM reorderings move them ~1e-5).
-TIE_LOGIT_TOL = 1e-3
 
 
 @pytest.fixture(scope="module")
@@ -59,30 +58,13 @@ def _hf_greedy(model: Path) -> tuple[list[list[int]], Callable[[int, list[int]],
     return out, next_logits
 
 
-def _agree_up_to_near_ties(vllm: list[list[int]], hf: list[list[int]], next_logits: Callable) -> list[str]:
-    """Where vLLM's and HF's greedy tokens part, HF's logits of the two tokens must tie within
-    TIE_LOGIT_TOL (vLLM's oneDNN GEMMs and attention round differently from torch's; on another CPU a
-    near tie may go the other way). What follows a tie is not compared. Returns the ties found."""
-    ties = []
-    for i, (a, b) in enumerate(zip(vllm, hf, strict=True)):
-        n = next((k for k, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), None)
-        if n is None:  # no token differs: both stopped at the same EOS or at MAX_TOKENS
-            assert a == b, (i, a, b)
-            continue
-        logits = next_logits(i, b[:n])
-        gap = abs(float(logits[a[n]] - logits[b[n]]))
-        assert gap <= TIE_LOGIT_TOL, f"prompt {i}: greedy tokens part at {n} ({a[n]} vs {b[n]}), logit gap {gap:.3g}"
-        ties.append(f"prompt {i} token {n}: gap {gap:.2g}")
-    return ties
-
-
 @pytest.mark.timeout(TIMEOUT_S + 120)
 def test_vllm_generates_greedily_as_transformers_and_keeps_linear_weights(model: Path, tmp_path: Path) -> None:
     got = _generate(model, tmp_path, "vllm_generate", {})
     assert any(got["texts"]), got["texts"]
     # fp32 on both sides: the same greedy tokens (an EOS ends vLLM's list where HF's stops), up to near ties
     hf_tokens, next_logits = _hf_greedy(model)
-    ties = _agree_up_to_near_ties(got["token_ids"], hf_tokens, next_logits)
+    ties = agree_up_to_near_ties(got["token_ids"], hf_tokens, next_logits)
     print(f"[vllm_cpu] greedy tokens equal to transformers' except near ties: {ties or 'none'}")
     layers = got["linear_layers"]
     assert layers, "no vLLM linear layers found"

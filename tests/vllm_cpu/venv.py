@@ -13,7 +13,7 @@ import json
 import os
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
@@ -46,14 +46,30 @@ class TreeRun:
     wall_s: float
     peak_rss_gb: float
     log: str
+    # (pid, create_time) of every process seen in the tree while it ran (the root's own session's and
+    # the ones in groups of their own: psutil follows parenthood), for :func:`survivors`
+    seen: set[tuple[int, float]] = field(default_factory=set)
 
 
-def _tree_rss(root: psutil.Process) -> int:
+def _tree_rss(root: psutil.Process, seen: set[tuple[int, float]]) -> int:
     total = 0
     for proc in [root, *root.children(recursive=True)]:
         with contextlib.suppress(psutil.Error):
+            seen.add((proc.pid, proc.create_time()))
             total += proc.memory_info().rss
     return total
+
+
+def survivors(run: TreeRun) -> list[str]:
+    """Processes of the run's tree still alive after it ended (a pid reused since counts not:
+    its creation time differs), as ``pid cmdline``."""
+    alive = []
+    for pid, created in run.seen:
+        with contextlib.suppress(psutil.Error):
+            proc = psutil.Process(pid)
+            if proc.create_time() == created and proc.status() != psutil.STATUS_ZOMBIE:
+                alive.append(f"{pid} {' '.join(proc.cmdline())[:200]}")
+    return alive
 
 
 def run_tree(name: str, cmd: list[str], env: dict[str, str], log_path: Path, timeout_s: float) -> TreeRun:
@@ -61,17 +77,18 @@ def run_tree(name: str, cmd: list[str], env: dict[str, str], log_path: Path, tim
     log_path.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     peak = 0
+    seen: set[tuple[int, float]] = set()
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         root = psutil.Process(proc.pid)
         while proc.poll() is None:
-            peak = max(peak, _tree_rss(root))
+            peak = max(peak, _tree_rss(root, seen))
             if time.monotonic() - start > timeout_s:
                 os.killpg(proc.pid, 9)
                 proc.wait()
                 break
             time.sleep(0.2)
-    run = TreeRun(proc.returncode, time.monotonic() - start, peak / 2**30, log_path.read_text(errors="replace"))
+    run = TreeRun(proc.returncode, time.monotonic() - start, peak / 2**30, log_path.read_text(errors="replace"), seen)
     record(name, run)
     return run
 

@@ -36,7 +36,7 @@ def make_backend(
     if kind == "vllm":
         from .vllm_backend import DEFAULT_ENGINE, VLLMBackend
 
-        return VLLMBackend(model_path, engine=vllm_engine or DEFAULT_ENGINE)
+        return VLLMBackend(model_path, engine=vllm_engine or DEFAULT_ENGINE, dtype=dtype)
     raise ValueError(f"backend {kind!r} is not buildable; call choose_backend first")
 
 

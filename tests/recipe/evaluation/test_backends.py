@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.metadata
+import json
 from pathlib import Path
 
 import pytest
 import torch
 
+from recipe.cpu_backend.vllm_rollout import ENV_DEFAULTS
 from recipe.evaluation import backends
 from recipe.evaluation.backends import SamplingConfig, choose_backend
 from recipe.evaluation.backends import vllm_backend as vb
@@ -41,6 +44,45 @@ def test_vllm_backend_refuses_without_gpu_or_vllm(monkeypatch) -> None:
     monkeypatch.setattr(vb, "vllm_available", lambda: False)
     with pytest.raises(RuntimeError, match="not installed"):
         vb.VLLMBackend("unused", gpu_ids=["0"])
+
+
+def test_without_gpus_vllms_cpu_build_gets_one_cpu_worker(monkeypatch) -> None:
+    monkeypatch.setattr(vb, "visible_gpu_ids", lambda: ["0", "1"])
+    monkeypatch.setattr(vb, "vllm_cpu_build", lambda: True)
+    assert vb.default_devices() == ["0", "1"]  # GPUs win: the GPU path is unchanged
+    monkeypatch.setattr(vb, "visible_gpu_ids", lambda: [])
+    assert vb.default_devices() == [vb.CPU]
+    monkeypatch.setattr(vb, "vllm_cpu_build", lambda: False)  # a GPU build of vLLM cannot run here
+    assert vb.default_devices() == []
+    with pytest.raises(RuntimeError, match="CPU build"):
+        vb.VLLMBackend("unused")
+
+
+def test_vllm_cpu_build_reads_the_distribution_version(monkeypatch) -> None:
+    versions = {"vllm": "0.24.0+cpu"}
+
+    def version(name: str) -> str:
+        if name not in versions:
+            raise importlib.metadata.PackageNotFoundError(name)
+        return versions[name]
+
+    monkeypatch.setattr(importlib.metadata, "version", version)
+    assert vb.vllm_cpu_build()
+    versions["vllm"] = "0.24.0"
+    assert not vb.vllm_cpu_build()
+    versions.clear()
+    assert not vb.vllm_cpu_build()
+
+
+def test_engine_kwargs_and_env_per_device(monkeypatch) -> None:
+    assert vb.engine_kwargs_for("0", "auto") == {}  # a GPU engine keeps vLLM's defaults
+    assert vb.engine_kwargs_for(vb.CPU, "auto") == {"dtype": "float32", "enforce_eager": True}
+    assert vb.engine_kwargs_for(vb.CPU, "bfloat16")["dtype"] == "bfloat16"
+    base = {"PATH": "/bin", "VLLM_CPU_KVCACHE_SPACE": "3"}
+    assert vb.worker_env("2", base) == {**base, "CUDA_VISIBLE_DEVICES": "2"}
+    cpu = vb.worker_env(vb.CPU, base)
+    assert cpu["VLLM_CPU_KVCACHE_SPACE"] == "3"  # the caller's value wins
+    assert cpu["VLLM_CPU_OMP_THREADS_BIND"] == "nobind" and "CUDA_VISIBLE_DEVICES" not in cpu
 
 
 def test_sampling_config_validation() -> None:
@@ -112,6 +154,24 @@ def test_data_parallel_workers_return_every_prompt_in_order(tiny_model: Path) ->
         assert all(s.num_tokens == len(s.text) for s in samples)
     assert sum(progress) == 11 * 3 and len(progress) == 6  # one update per chunk of 2 prompts
     assert [s[0].text.split(":")[0] for s in again] == ["7", "8", "9"]
+
+
+def test_cpu_worker_gets_cpu_kwargs_and_env(tiny_model: Path, monkeypatch) -> None:
+    """A spawned CPU worker (a stand-in engine reporting what it got): float32 and eager mode for
+    --dtype auto, vLLM-CPU's environment, and no GPU pinned."""
+    for key in ["CUDA_VISIBLE_DEVICES", *ENV_DEFAULTS]:
+        monkeypatch.delenv(key, raising=False)
+    backend = vb.VLLMBackend(
+        str(tiny_model), gpu_ids=[vb.CPU], engine="tests.recipe.evaluation.kwargs_engine:KwargsEngine"
+    )
+    try:
+        assert backend.num_workers == 1
+        out = backend.generate([[{"role": "user", "content": "q"}]], 1, SamplingConfig(temperature=0))
+    finally:
+        backend.close()
+    seen = json.loads(out[0][0].text)
+    assert seen["kwargs"] == {"dtype": "float32", "enforce_eager": True}
+    assert seen["env"] == {**ENV_DEFAULTS, "CUDA_VISIBLE_DEVICES": None}
 
 
 def test_worker_load_failure_is_reported(tiny_model: Path) -> None:

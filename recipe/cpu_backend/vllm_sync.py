@@ -13,8 +13,9 @@ sender waits forever: the trainer hung (9 minutes before it was killed, issue 36
 
 What. :class:`WatchedServerAdapter` records the receiver's RPC result, and the sender of its module
 (:class:`WatchedSender`) waits for each acknowledgement in short polls, between which it asks Ray whether
-that RPC has ended. An RPC that ended before acknowledging can never acknowledge: the sender raises
-:class:`VllmWeightSyncError` with the receiver's error, its ``finally`` closes the socket and unlinks the
+that RPC has ended. An RPC that ended with an error will never acknowledge: the sender raises
+:class:`VllmWeightSyncError` with the receiver's error (one that ended well acknowledged before it returned:
+the sender then waits for that reply as verl does), its ``finally`` closes the socket and unlinks the
 segment, and the error ends the run like any other in the trainer. Nothing is timed: the run ends when the
 receiver's failure reaches Ray, however slow the machine.
 
@@ -42,19 +43,16 @@ class VllmWeightSyncError(RuntimeError):
     """The vLLM rollout's weight sync failed in the vLLM server: the run cannot go on."""
 
 
-def _receiver_failure(handle: str) -> BaseException | None:
-    """The error with which the receiver of the sync on ``handle`` ended; None while it runs."""
+def _receiver_ended(handle: str) -> tuple[bool, BaseException | None]:
+    """(whether the receiver RPC of the sync on ``handle`` has ended, the error it ended with)."""
     ref = _receivers.get(handle)
-    if ref is None:
-        return None
-    done, _ = ray.wait([ref], timeout=0)
-    if not done:
-        return None
+    if ref is None or not ray.wait([ref], timeout=0)[0]:
+        return False, None
     try:
         ray.get(ref)
     except Exception as exc:  # the receiver's own error, as Ray carries it
-        return exc
-    return RuntimeError("the receiver returned before acknowledging the bucket")
+        return True, exc
+    return True, None
 
 
 def sync_error(cause: BaseException) -> VllmWeightSyncError:
@@ -80,10 +78,12 @@ class _WatchedSocket:
 
     def recv(self, *args: Any, **kwargs: Any) -> Any:
         while not self._socket.poll(POLL_MS, zmq.POLLIN):
-            cause = _receiver_failure(self._handle)
+            ended, cause = _receiver_ended(self._handle)
             if cause is not None:
                 self._socket.setsockopt(zmq.LINGER, 0)  # nothing still queued may hold the process
                 raise sync_error(cause) from cause
+            if ended:  # a receiver that ended well sent its last acknowledgement first: it is on its way
+                break
         return self._socket.recv(*args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:

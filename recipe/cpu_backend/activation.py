@@ -16,8 +16,9 @@ install them too (``job_env.platform_env``):
 
 :func:`install` (idempotent) registers the CPU platform, applies the two torch-level patches
 (gloo process group, no pinned memory; see ``patches.py``), registers the ``sdpa_gqa`` attention
-(``attention.py``), the CPU training engine (``engine.py``) and the ``hf`` rollout
-(``hf_server.HFReplica`` + ``adapter.HFServerAdapter``).
+(``attention.py``), the CPU training engine (``engine.py``), the ``hf`` rollout
+(``hf_server.HFReplica`` + ``adapter.HFServerAdapter``) and verl's ``vllm`` rollout with a weight sync that
+fails instead of hanging (``vllm_sync.py``).
 """
 
 from __future__ import annotations
@@ -67,9 +68,10 @@ def install() -> None:
 
 
 def _register_rollout() -> None:
-    from .rollout_registry import register
+    from .rollout_registry import register, register_vllm
 
     register()
+    register_vllm()
 
 
 def worker_env(config: DictConfig | None = None) -> dict[str, str]:

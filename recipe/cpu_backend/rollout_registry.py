@@ -14,8 +14,9 @@ import os
 from typing import Any
 
 from .job_env import PROJECT_ROOT, python_path, with_module
+from .vllm_rollout import ROLLOUT_NAME as VLLM_ROLLOUT
 
-__all__ = ["PLUGIN_MODULE", "PROJECT_ROOT", "ROLLOUT_NAME", "register", "use_hf_rollout", "worker_env"]
+__all__ = ["PLUGIN_MODULE", "PROJECT_ROOT", "ROLLOUT_NAME", "register", "register_vllm", "use_hf_rollout", "worker_env"]
 
 ROLLOUT_NAME = "hf"
 _PACKAGE = __name__.rsplit(".", 1)[0]
@@ -36,6 +37,15 @@ def register() -> None:
     # verl 0.9.1 has no public hook for the worker-side rollout class: this private dict
     # (verl/workers/rollout/base.py:_ROLLOUT_REGISTRY) is what get_rollout_class() reads.
     rollout_base._ROLLOUT_REGISTRY[(ROLLOUT_NAME, "async")] = f"{_PACKAGE}.adapter.HFServerAdapter"
+
+
+def register_vllm() -> None:
+    """On CPU, verl's ``vllm`` rollout as ``vllm_sync.WatchedServerAdapter``: verl's, with a weight sync that
+    ends the run when the vLLM server fails to load the weights, instead of waiting forever (vllm_sync.py says
+    why). The class is a dotted name, imported (with vLLM) only by the worker that builds the rollout."""
+    from verl.workers.rollout import base as rollout_base
+
+    rollout_base._ROLLOUT_REGISTRY[(VLLM_ROLLOUT, "async")] = f"{_PACKAGE}.vllm_sync.WatchedServerAdapter"
 
 
 def worker_env(env_vars: dict[str, Any]) -> dict[str, str]:

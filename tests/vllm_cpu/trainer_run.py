@@ -12,7 +12,8 @@ from pathlib import Path
 
 from recipe.cpu_backend.vllm_plugin import SHM_LOG_ENV
 from recipe.cpu_backend.vllm_rollout import SLEEP_KEY
-from recipe.launch import tiny_run
+from recipe.launch import RunSpec, tiny_run
+from recipe.preflight.trainer_run import cpu_settings
 from tests.e2e.cpu_run import PARITY_REWARD, cpu_env, write_prompt_parquet
 from tests.vllm_cpu.venv import vllm_env
 
@@ -47,6 +48,60 @@ def vllm_job_overrides(root: Path, out: Path, *, steps: int, model: Path | None 
             f"+{SLEEP_KEY}": False,  # vLLM refuses sleep mode on CPU; verl turns it on by default
         },
         steps=steps,
+        checkpoints=out / "ckpt",
+        metrics=out / "metrics.jsonl",
+    )
+    return spec.argv()
+
+
+PAPER_CONFIG = "copo_qwen2.5_3b"
+ROLLOUT = "actor_rollout_ref.rollout"
+# The only keys of the paper config's rollout section a CPU box changes, and why; the test asserts that
+# every other key of the composed section equals the paper config's.
+PAPER_ROLLOUT_CHANGES = {
+    "prompt_length": "follows data.max_prompt_length: 1024 -> 64 (CPU-sized)",
+    "response_length": "follows data.max_response_length: 2048 -> 16 (CPU-sized)",
+    "n_gpus_per_node": "follows trainer.n_gpus_per_node: 8 -> 1 (one CPU worker slot)",
+    "enable_sleep_mode": "vLLM refuses sleep mode on CPU (recipe/cpu_backend/checks.py demands false)",
+    "agent.num_workers": "copo_cpu.yaml's CPU section: one agent-loop worker on 2 cores (verl's 8)",
+    "prometheus.served_model_name": "follows actor_rollout_ref.model.path: the tiny Qwen2 (prometheus is off)",
+}
+
+
+def paper_job_overrides(root: Path, out: Path, model: Path | None = None) -> list[str]:
+    """``--config-name copo_qwen2.5_3b`` as a user composes it, and what a CPU box must change: the tiny
+    Qwen2 in place of Qwen2.5-3B, CPU-sized lengths and batch (4 prompts, two mini-batches), one node of
+    one worker slot, the CPU runtime sections (recipe/preflight/trainer_run.py's ``cpu_settings``), sleep
+    mode off, the parity reward, one step after one small validation, and the generations dumped. The
+    rollout section keeps the paper's keys but :data:`PAPER_ROLLOUT_CHANGES` (n=6 included: no tiny-run
+    shape here)."""
+    train = write_prompt_parquet(root / "train.parquet", 8, seed=0)
+    val = write_prompt_parquet(root / "val.parquet", 2, seed=1)
+    spec = RunSpec(
+        PAPER_CONFIG,
+        model=model or tiny_model(root),
+        train_files=train,
+        val_files=val,
+        settings={
+            **cpu_settings(),
+            "trainer.nnodes": 1,
+            "trainer.n_gpus_per_node": 1,
+            "data.train_batch_size": 4,
+            "data.max_prompt_length": 64,
+            "data.max_response_length": 16,
+            "actor_rollout_ref.actor.ppo_mini_batch_size": 2,
+            "reward.custom_reward_function.path": PARITY_REWARD,
+            "reward.custom_reward_function.name": "compute_score",
+            "trainer.val_before_train": True,
+            "trainer.test_freq": -1,
+            "trainer.save_freq": -1,
+            "trainer.resume_mode": "disable",
+            "trainer.logger": ["console"],
+            "trainer.rollout_data_dir": out / "generations",
+            "trainer.validation_data_dir": out / "validation",
+            f"+{SLEEP_KEY}": False,
+        },
+        steps=1,
         checkpoints=out / "ckpt",
         metrics=out / "metrics.jsonl",
     )

@@ -101,6 +101,19 @@ def test_registries_point_at_the_hf_rollout() -> None:
     assert CPUPlatform().is_platform_available(use_smi_check=True) is False
 
 
+def test_on_cpu_the_vllm_rollout_is_the_watched_adapter() -> None:
+    """verl's ``vllm`` rollout resolves to vllm_sync.WatchedServerAdapter (a dotted name: importing it needs vLLM,
+    tested in tests/vllm_cpu/test_vllm_sync_failure.py); the module exists where the name points."""
+    import importlib.util
+
+    from verl.workers.rollout import base as rollout_base
+
+    activation.install()
+    module, _, name = rollout_base._ROLLOUT_REGISTRY[("vllm", "async")].rpartition(".")
+    assert (module, name) == ("recipe.cpu_backend.vllm_sync", "WatchedServerAdapter")
+    assert importlib.util.find_spec(module) is not None
+
+
 @pytest.mark.parametrize(
     ("backend", "expected"),
     [

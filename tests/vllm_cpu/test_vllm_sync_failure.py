@@ -10,7 +10,6 @@ first sync, inside the receiver, as the missing weight loaders did on CPU withou
 
 from __future__ import annotations
 
-import glob
 import json
 import time
 from pathlib import Path
@@ -20,7 +19,13 @@ import pytest
 from recipe.launch import format_overrides
 from tests.e2e.stopping import kill_tagged, leftovers_after, start_tagged, tagged_processes
 from tests.paths import REPO
-from tests.vllm_cpu.trainer_run import job_env, segments_left, tiny_model, vllm_job_overrides
+from tests.vllm_cpu.trainer_run import (
+    assert_shm_clean,
+    job_env,
+    tiny_model,
+    vllm_job_overrides,
+    weight_segments,
+)
 from tests.vllm_cpu.venv import VLLM_PY, requires_vllm_venv
 
 pytestmark = [pytest.mark.vllm_cpu, requires_vllm_venv]
@@ -32,9 +37,6 @@ EXIT_BOUND_S = 90
 RECEIVER_FAILED = "KeyError: 'layers.2."  # vLLM's load_weights, in the receiver's traceback
 NAMED = "vLLM rollout (actor_rollout_ref.rollout.name=vllm): the weight sync from the actor into the vLLM server failed"
 
-
-def _segments() -> set[str]:
-    return set(glob.glob("/dev/shm/verl_weights_*"))
 
 
 @pytest.mark.timeout(RUN_TIMEOUT_S + EXIT_BOUND_S + 180)
@@ -48,7 +50,7 @@ def test_a_failed_weight_sync_ends_the_run_naming_the_rollout_and_leaves_nothing
     cmd = [str(VLLM_PY), "-m", "recipe.copo.main_copo", *vllm_job_overrides(tmp_path, out, steps=2)]
     cmd += format_overrides(fault)
     log_path, shm_log = out / "train.log", tmp_path / "shm.log"
-    before = _segments()
+    before = weight_segments()
     proc, tag = start_tagged(cmd, job_env(shm_log), log_path, REPO)
     try:
         start = time.monotonic()
@@ -74,7 +76,4 @@ def test_a_failed_weight_sync_ends_the_run_naming_the_rollout_and_leaves_nothing
     log = log_path.read_text(errors="replace")
     assert rc != 0
     assert NAMED in log and "VllmWeightSyncError" in log, log[-4000:]
-    new = _segments() - before
-    assert not new, f"/dev/shm/verl_weights_* left after the failed sync: {sorted(new)}"
-    logged, left_shm = segments_left(shm_log)
-    assert logged and not left_shm, f"vLLM ring buffers {logged}, left in /dev/shm: {left_shm}"
+    assert_shm_clean(before, shm_log, "after the failed sync")

@@ -13,7 +13,6 @@ magnitude; the fixed sequence stands for step 2's samples, which the trainer doe
 
 from __future__ import annotations
 
-import glob
 import math
 import signal
 import time
@@ -24,7 +23,14 @@ import pytest
 from tests.e2e.cpu_run import read_jsonl
 from tests.e2e.stopping import kill_tagged, leftovers_after, start_tagged, tagged_processes, wait_until
 from tests.paths import REPO
-from tests.vllm_cpu.trainer_run import job_env, segments_left, tiny_model, vllm_job_overrides
+from tests.vllm_cpu.trainer_run import (
+    assert_shm_clean,
+    job_env,
+    segments_left,
+    tiny_model,
+    vllm_job_overrides,
+    weight_segments,
+)
 from tests.vllm_cpu.venv import VLLM_PY, requires_vllm_venv, run_tree, tail
 
 pytestmark = [pytest.mark.vllm_cpu, requires_vllm_venv]
@@ -96,15 +102,12 @@ def test_two_copo_steps_with_vllm_rollout_sync_carries_the_update(tmp_path: Path
     assert moved > MOVED_MIN
 
 
-def _segments() -> set[str]:
-    return set(glob.glob("/dev/shm/verl_weights_*"))
-
 
 @pytest.mark.timeout(RUN_TIMEOUT_S + 300)
 def test_sigterm_to_the_group_mid_run_leaves_no_process_and_no_weight_segment(tmp_path: Path) -> None:
     out = tmp_path / "run"
     overrides = vllm_job_overrides(tmp_path, out, steps=50)
-    before = _segments()
+    before = weight_segments()
     log_path = out / "train.log"
     out.mkdir(parents=True)
     start = time.monotonic()
@@ -129,7 +132,4 @@ def test_sigterm_to_the_group_mid_run_leaves_no_process_and_no_weight_segment(tm
         if proc.poll() is None:
             proc.kill()
     print(f"[vllm_cpu] sigterm run: {time.monotonic() - start:.1f} s")
-    new = _segments() - before
-    assert not new, f"/dev/shm/verl_weights_* left after SIGTERM: {sorted(new)}"
-    logged, left = segments_left(shm_log)
-    assert logged and not left, f"vLLM ring buffers {logged}, left in /dev/shm after SIGTERM: {left}"
+    assert_shm_clean(before, shm_log, "after SIGTERM")

@@ -8,6 +8,7 @@ have zero variance; parity gives mixed groups and non-zero advantages).
 
 from __future__ import annotations
 
+import glob
 from pathlib import Path
 
 from recipe.cpu_backend.vllm_plugin import SHM_LOG_ENV
@@ -118,3 +119,16 @@ def segments_left(shm_log: Path) -> tuple[list[str], list[str]]:
     """(the vLLM ring buffers the plugin logged, those of them still in /dev/shm)."""
     names = shm_log.read_text().split() if shm_log.is_file() else []
     return names, [n for n in names if Path("/dev/shm", n).exists()]
+
+
+def weight_segments() -> set[str]:
+    """verl's weight-transfer segments now in /dev/shm (a run must leave none of its own)."""
+    return set(glob.glob("/dev/shm/verl_weights_*"))
+
+
+def assert_shm_clean(before: set[str], shm_log: Path, when: str) -> None:
+    """No verl weight segment beyond ``before`` and none of the vLLM ring buffers the plugin logged is left."""
+    new = weight_segments() - before
+    assert not new, f"/dev/shm/verl_weights_* left {when}: {sorted(new)}"
+    logged, left = segments_left(shm_log)
+    assert logged and not left, f"vLLM ring buffers {logged}, left in /dev/shm {when}: {left}"

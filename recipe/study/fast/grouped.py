@@ -76,6 +76,8 @@ class GroupedQwen2(torch.nn.Module):
         self.head_dim = int(getattr(config, "head_dim", None) or config.hidden_size // self.heads)
         self.eps = float(config.rms_norm_eps)
         self.tied = "lm_head.weight" not in stacked
+        pad = getattr(config, "pad_token_id", None)
+        self.padding_idx = None if pad is None else int(pad)
         theta = float(rope.get("rope_theta", getattr(config, "rope_theta", 10000.0)))
         dim = self.head_dim
         # transformers' default rope: inv_freq = 1 / theta^(2i/dim), attention scaling 1
@@ -155,6 +157,8 @@ class GroupedQwen2(torch.nn.Module):
         vocab = embed.shape[1]
         offsets = (torch.arange(s) * vocab).view(s, 1, 1)  # seed i's rows of the flattened tables
         hidden = F.embedding(input_ids + offsets, embed.reshape(s * vocab, -1))  # [S, B, T, H]
+        if self.padding_idx is not None:  # nn.Embedding(padding_idx): the pad row takes no input gradient
+            hidden = torch.where((input_ids == self.padding_idx).unsqueeze(-1), hidden.detach(), hidden)
         cos, sin = self._rotary(position_ids)  # [S, B, T, d]
         cos, sin = cos.unsqueeze(2), sin.unsqueeze(2)  # heads axis
         t0 = 0 if past is None else past[0].keys.shape[3]

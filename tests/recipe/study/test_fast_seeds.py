@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 
+import numpy as np
 import pytest
 import torch
 
@@ -40,6 +41,7 @@ PATHS += [
 ]
 PATHS += ["actor_rollout_ref.actor.optim.lr=0.01", "actor_rollout_ref.actor.optim.lr_warmup_steps=1"]
 SEEDS = 3
+PAD = 257  # the tiny model's pad token: its embedding row takes no input gradient (nn.Embedding padding_idx)
 G = 4
 
 
@@ -95,9 +97,9 @@ def _groups(seed: int) -> list[Group]:
 
 def test_grouped_forward_equals_each_model(models) -> None:
     grouped = GroupedQwen2.from_models(models)
-    batches = [batch_from_groups(_groups(s), pad_token_id=0) for s in range(SEEDS)]
+    batches = [batch_from_groups(_groups(s), PAD) for s in range(SEEDS)]
     with torch.no_grad():
-        mine = seed_log_probs(grouped, batches, temperature=1.0, pad_token_id=0, group_size=G)
+        mine = seed_log_probs(grouped, batches, temperature=1.0, pad_token_id=PAD, group_size=G)
         for s in range(SEEDS):
             alone = response_log_probs(models[s], batches[s], 1.0, group_size=G)
             assert mine[s].shape == alone.shape
@@ -112,9 +114,7 @@ def test_three_batched_steps_equal_each_seed_alone(models, method: str) -> None:
     settings = settings_for(method)
     steps = 3
     batches = {
-        (s, k): batch_from_groups(_groups(10 * s + k), pad_token_id=0)
-        for s in range(SEEDS)
-        for k in range(steps)
+        (s, k): batch_from_groups(_groups(10 * s + k), PAD) for s in range(SEEDS) for k in range(steps)
     }
     # today's single-seed trainer, one seed at a time
     alone: list[list[dict]] = []
@@ -158,7 +158,7 @@ def test_batched_sampling_draws_each_seeds_own_tokens(models) -> None:
     params = SamplingParams(temperature=1.0, max_tokens=6)
     grouped = GroupedQwen2.from_models(models)
     prompts = [[[10 + s, 11, 12, 13], [20, 21 + s], [30, 31, 32]][: 3 - (s == 1)] for s in range(SEEDS)]
-    eos, pad = [258], 257
+    eos, pad = [258], PAD
     together = sample_seeds(
         grouped, prompts, 3, params, eos_token_ids=eos, pad_token_id=pad,
         generators=[torch.Generator().manual_seed(s) for s in range(SEEDS)],
@@ -172,3 +172,97 @@ def test_batched_sampling_draws_each_seeds_own_tokens(models) -> None:
                 assert a.token_ids == b.token_ids
                 assert a.finished_by_eos == b.finished_by_eos
                 assert torch.allclose(torch.tensor(a.log_probs), torch.tensor(b.log_probs), atol=1e-5)
+
+
+def _tiny_run_configs(tmp_path, tiny_dir, seeds: list[int], method: str, *extra: str) -> list:
+    """Composed configs of a tiny testbed v2 fast run (parity reward: mixed groups), one per seed."""
+    from recipe.study.fast.seeds import with_seed
+    from recipe.study.testbed.mixed import MixedTaskSpec
+    from tests.e2e.cpu_run import PARITY_REWARD
+
+    data = tmp_path / "data"
+    if not (data / "train.parquet").is_file():
+        MixedTaskSpec(train_per_task=16, val_per_task=4).make_splits().write(data)
+    base = compose_and_validate(
+        [
+            f"actor_rollout_ref.model.path={tiny_dir}",
+            f"data.train_files={data / 'train.parquet'}",
+            f"data.val_files={data / 'val.parquet'}",
+            "data.seed=0",
+            "actor_rollout_ref.rollout.seed=0",
+            "data.train_batch_size=4",
+            "data.max_prompt_length=160",
+            "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+            "actor_rollout_ref.actor.optim.lr=0.003",
+            "actor_rollout_ref.actor.optim.lr_warmup_steps=1",
+            f"reward.custom_reward_function.path={PARITY_REWARD}",
+            "trainer.total_training_steps=3",
+            "trainer.test_freq=2",
+            *METHODS[method],
+            *extra,
+        ],
+        config_name="testbed2_cpu",
+    )
+    return [with_seed(base, s) for s in seeds]
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory: pytest.TempPathFactory):
+    from recipe.models.tiny import build_tiny_qwen2
+
+    return build_tiny_qwen2(tmp_path_factory.mktemp("seeds_run") / "tiny")
+
+
+@pytest.mark.parametrize(
+    ("method", "extra"),
+    [("copo_soft_with_zero", ()), ("grpo", ("algorithm.rollout_correction.bypass_mode=false",))],
+)
+def test_batched_steps_equal_fast_runs_seed_by_seed(tmp_path, tiny_dir, method: str, extra: tuple) -> None:
+    """Three steps of ManySeeds(0, 1, 2) against three FastRun's: rows, weights and validation."""
+    from recipe.study.fast.run import FastRun
+    from recipe.study.fast.seeds import ManySeeds
+
+    configs = _tiny_run_configs(tmp_path, tiny_dir, [0, 1, 2], method, *extra)
+    together = ManySeeds(configs)
+    alone = [FastRun(c) for c in configs]
+    assert together.settings[0].reuse_rollout_log_probs == (method != "grpo")
+    for step in (1, 2, 3):
+        rows = together.step(step)
+        for i, run in enumerate(alone):
+            mine, theirs = rows[i], run.step(step)
+            assert set(mine) == set(theirs)
+            for key, value in theirs.items():
+                assert mine[key] == pytest.approx(value, rel=1e-5, abs=1e-6, nan_ok=True), (step, i, key)
+            assert theirs[names.ACTOR_GRAD_NORM] > 0.0  # a real update, not a no-op
+    for i, run in enumerate(alone):
+        state = together.model.state_dict_of(i)
+        for name, w in run.model.named_parameters():
+            assert torch.allclose(state[name], w.detach(), atol=2e-5, rtol=0), (i, name)
+        assert (together.validate(3)[i] == run.validate(3)).all()
+    # the seeds are different runs: different data and samples, so different weights
+    assert not torch.allclose(
+        together.model.state_dict_of(0)["model.norm.weight"],
+        together.model.state_dict_of(1)["model.norm.weight"],
+    )
+
+
+def test_run_seeds_writes_each_seeds_run_folder(tmp_path, tiny_dir) -> None:
+    from recipe.study.fast.run import RESULT, VALIDATION, run
+    from recipe.study.fast.seeds import run_seeds
+    from recipe.tracking.jsonl import read_metrics_jsonl
+
+    configs = _tiny_run_configs(tmp_path, tiny_dir, [4, 5], "grpo")
+    results = run_seeds(configs, [tmp_path / "b4", tmp_path / "b5"])
+    run(configs[1], tmp_path / "a5")
+    batched, single = (read_metrics_jsonl(tmp_path / d / "metrics.jsonl") for d in ("b5", "a5"))
+    assert [r["step"] for r in batched] == [r["step"] for r in single] == [0, 1, 2, 3]
+    for b, a in zip(batched, single, strict=True):
+        assert set(b) == set(a)
+        for key, value in a.items():
+            if value is None:  # NaN (no wrong answer of that kind) is written as null
+                assert b[key] is None, key
+            elif not key.startswith("perf/") and key != names.STEP_TIME:
+                assert b[key] == pytest.approx(value, rel=1e-5, abs=1e-6), key
+    b, a = np.load(tmp_path / "b5" / VALIDATION), np.load(tmp_path / "a5" / VALIDATION)
+    assert b["steps"].tolist() == a["steps"].tolist() == [0, 2, 3] and (b["correct"] == a["correct"]).all()
+    assert results[0]["seeds_in_batch"] == 2 and (tmp_path / "b4" / RESULT).is_file()

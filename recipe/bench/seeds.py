@@ -7,7 +7,8 @@ On a testbed-shaped policy (:mod:`recipe.bench.seeds_fixture`: ``ModelShape()``,
 tasks, random weights, so every response runs to the 16-token cap), in one process and one thread:
 
 1. single: ``recipe.study.fast.run.FastRun`` (seed 0), one warm-up step, then ``--steps`` timed steps and one
-   timed validation;
+   timed validation; CPU seconds per phase of the timed steps (generation, reward, the update's forward,
+   backward; the rest is the optimizer, advantages, loss and bookkeeping);
 2. batched: ``recipe.study.fast.seeds.ManySeeds`` (seeds 0..S-1), the same;
 3. single again (the machine is shared: its load drifts; the single side is the mean of 1 and 3).
 
@@ -22,10 +23,12 @@ Target (issue 37): batched >= 8x the single side's runs per CPU-hour. Printed as
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import tempfile
 import time
-from collections.abc import Callable
+from collections import defaultdict
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +48,55 @@ def _timed(fn: Callable[[], Any]) -> tuple[float, float]:
     return time.monotonic() - wall, time.process_time() - cpu
 
 
+# Where a step's CPU time goes: the functions each trainer calls for a phase, by module (patched while timed).
+PHASES: dict[str, dict[str, str]] = {
+    "single": {
+        "recipe.study.fast.rollout:sample_forked": "generate",
+        "recipe.study.fast.rollout:score": "reward",
+        "recipe.study.fast.update:response_log_probs": "forward",
+    },
+    "batched": {
+        "recipe.study.fast.seeds:sample_seeds": "generate",
+        "recipe.study.fast.seeds:score_groups": "reward",
+        "recipe.study.fast.grouped_step:seed_log_probs": "forward",
+    },
+}
+
+
+@contextlib.contextmanager
+def phase_timers(side: str) -> Iterator[dict[str, float]]:
+    """CPU seconds per phase (generate, reward, forward, backward) while the block runs."""
+    import importlib
+
+    import torch
+
+    totals: dict[str, float] = defaultdict(float)
+    saved: list[tuple[Any, str, Any]] = []
+
+    def wrap(fn: Callable[..., Any], phase: str) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            start = time.process_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                totals[phase] += time.process_time() - start
+
+        return timed
+
+    targets = [(*k.split(":"), v) for k, v in PHASES[side].items()]
+    try:
+        for module_name, attr, phase in targets:
+            module = importlib.import_module(module_name)
+            saved.append((module, attr, getattr(module, attr)))
+            setattr(module, attr, wrap(getattr(module, attr), phase))
+        saved.append((torch.Tensor, "backward", torch.Tensor.backward))
+        torch.Tensor.backward = wrap(torch.Tensor.backward, "backward")  # type: ignore[method-assign]
+        yield totals
+    finally:
+        for owner, attr, original in reversed(saved):
+            setattr(owner, attr, original)
+
+
 def _load() -> str:
     return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -52,7 +104,9 @@ def _load() -> str:
 def measure(trainer: Any, steps: int, seeds: int) -> dict[str, float]:
     """Per run: CPU and wall seconds of one step and of one validation problem (``seeds`` runs share them)."""
     trainer.step(1)  # warm-up: allocator, kernels, the reward's worker
-    step_wall, step_cpu = _timed(lambda: [trainer.step(k) for k in range(2, 2 + steps)])
+    with phase_timers("single" if seeds == 1 else "batched") as phases:
+        step_wall, step_cpu = _timed(lambda: [trainer.step(k) for k in range(2, 2 + steps)])
+    split = {f"phase_{k}": v / steps / seeds for k, v in phases.items()}
     val_wall, val_cpu = _timed(lambda: trainer.validate(1))
     problems = len(trainer.val)
     return {
@@ -61,6 +115,7 @@ def measure(trainer: Any, steps: int, seeds: int) -> dict[str, float]:
         "val_cpu": val_cpu / problems / seeds,
         "val_wall": val_wall / problems / seeds,
         "val_problems": float(problems),
+        **split,
     }
 
 
@@ -126,6 +181,10 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{label:28s}{one[key] * scale:12.4f}{batched[key] * scale:16.4f}{one[key] / batched[key]:8.2f}"
         )
+    for phase in ("generate", "reward", "forward", "backward"):
+        key = f"phase_{phase}"
+        label = f"  of which {phase}"
+        print(f"{label:28s}{one[key]:12.4f}{batched[key]:16.4f}{one[key] / batched[key]:8.2f}")
     cpu_single, cpu_batched = run_cost(one, "cpu"), run_cost(batched, "cpu")
     ratio = cpu_single / cpu_batched
     print(

@@ -4,8 +4,9 @@ Each seed keeps its own random numbers and its own batch; only the model passes 
 
 * :func:`sample_seeds`: the forked sampler of :mod:`recipe.study.fast.rollout` for S seeds at once.
   Seed ``s``'s rows draw from seed ``s``'s generator, in row order, only while they are unfinished:
-  the draws a single-seed :class:`~recipe.study.fast.rollout.ForkedDecode` makes (finished rows
-  stay in the batch here, fed padding, and draw nothing). The token draw is
+  the draws a single-seed :class:`~recipe.study.fast.rollout.ForkedDecode` makes. Finished rows leave
+  the batch down to the most unfinished rows any seed has (a seed with fewer keeps finished rows, fed
+  padding, drawing nothing), so all seeds stay one ``[S, rows]`` batch. The token draw is
   ``recipe.cpu_backend.sampling.next_tokens``, the single-seed sampler's own.
 * :func:`seed_log_probs`: :func:`recipe.study.fast.update.response_log_probs` for S batches
   (shared-prompt forward included), padded to common widths.
@@ -70,26 +71,42 @@ def sample_seeds(
     logps: list[list[list[float]]] = [[[] for _ in range(rows)] for _ in range(s)]
     eos_flags = [[False] * rows for _ in range(s)]
     eos = torch.tensor(sorted(set(eos_token_ids)), dtype=torch.long)
+    # slots: the batch's row positions per seed; slot_row maps them to the seed's rows (kept in row order)
+    width = rows
+    slot_row = torch.arange(rows).repeat(s, 1)
+    seeds = torch.arange(s).unsqueeze(1)
     while bool(active.any()):
-        flat = active.view(-1).nonzero().squeeze(-1)  # seed-major: each seed's rows in row order
+        flat = active.view(-1).nonzero().squeeze(-1)  # seed-major, each seed's slots in row order
         where = flat.tolist()
         token, logp = next_tokens(
-            next_logits.view(s * rows, -1)[flat], params, [generators[k // rows] for k in where]
+            next_logits.reshape(s * width, -1)[flat], params, [generators[k // width] for k in where]
         )
         hit = torch.isin(token, eos) if not params.ignore_eos else torch.zeros_like(token, dtype=torch.bool)
-        for k, t, lp, e in zip(where, token.tolist(), logp.tolist(), hit.tolist(), strict=True):
-            i, r = divmod(k, rows)
+        rows_of = slot_row.reshape(-1)[flat].tolist()
+        done = []
+        for k, r, t, lp, e in zip(where, rows_of, token.tolist(), logp.tolist(), hit.tolist(), strict=True):
+            i = k // width
             tokens[i][r].append(t)
             logps[i][r].append(lp)
             if e or len(tokens[i][r]) >= params.max_tokens:
                 eos_flags[i][r] = bool(e)
-                active[i, r] = False
+                done.append(k)
+        if done:
+            active.view(-1)[torch.tensor(done)] = False
         if not bool(active.any()):
             break
-        feed = torch.full((s * rows,), int(pad_token_id), dtype=torch.long)
+        feed = torch.full((s * width,), int(pad_token_id), dtype=torch.long)
         feed[flat] = token
-        step_mask = torch.ones((s, rows, 1), dtype=torch.long)
-        logits, past = model(feed.view(s, rows, 1), step_mask, next_pos, past=past, past_mask=mask)
+        feed = feed.view(s, width)
+        keep = int(active.sum(1).max())
+        if keep < width:  # drop finished rows (as DecodeBatch does), to the most any seed still decodes
+            order = torch.sort((~active).to(torch.int8), dim=1, stable=True).indices[:, :keep]
+            past = [KV(kv.keys[seeds, order], kv.values[seeds, order]) for kv in past]
+            feed, mask, next_pos = feed[seeds, order], mask[seeds, order], next_pos[seeds, order]
+            active, slot_row = active[seeds, order], slot_row[seeds, order]
+            width = keep
+        step_mask = torch.ones((s, width, 1), dtype=torch.long)
+        logits, past = model(feed.unsqueeze(-1), step_mask, next_pos, past=past, past_mask=mask)
         mask = torch.cat([mask, step_mask], dim=-1)
         next_logits = logits[:, :, -1].float()
         next_pos = next_pos + 1

@@ -266,3 +266,27 @@ def test_run_seeds_writes_each_seeds_run_folder(tmp_path, tiny_dir) -> None:
     b, a = np.load(tmp_path / "b5" / VALIDATION), np.load(tmp_path / "a5" / VALIDATION)
     assert b["steps"].tolist() == a["steps"].tolist() == [0, 2, 3] and (b["correct"] == a["correct"]).all()
     assert results[0]["seeds_in_batch"] == 2 and (tmp_path / "b4" / RESULT).is_file()
+
+
+def test_batched_sampling_with_rows_finishing_at_different_steps(models) -> None:
+    """Half the vocabulary ends a response: rows finish at every step, differently per seed, and leave the batch."""
+    from recipe.cpu_backend.sampling import SamplingParams
+
+    params = SamplingParams(temperature=1.0, max_tokens=8)
+    grouped = GroupedQwen2.from_models(models)
+    prompts = [[[10 + s, 11, 12, 13], [20, 21 + s], [30, 31, 32], [40 + s]] for s in range(SEEDS)]
+    eos = list(range(130, 259))
+    together = sample_seeds(
+        grouped, prompts, 4, params, eos_token_ids=eos, pad_token_id=PAD,
+        generators=[torch.Generator().manual_seed(7 + s) for s in range(SEEDS)],
+    )  # fmt: skip
+    lengths = set()
+    for s in range(SEEDS):
+        alone = sample_forked(models[s], prompts[s], 4, params, eos_token_ids=eos, pad_token_id=PAD,
+                              generator=torch.Generator().manual_seed(7 + s))  # fmt: skip
+        for mine, theirs in zip(together[s], alone, strict=True):
+            for a, b in zip(mine, theirs, strict=True):
+                assert (a.token_ids, a.finished_by_eos) == (b.token_ids, b.finished_by_eos)
+                assert torch.allclose(torch.tensor(a.log_probs), torch.tensor(b.log_probs), atol=1e-5)
+                lengths.add(len(a.token_ids))
+    assert len(lengths) >= 4  # rows did finish at many different steps

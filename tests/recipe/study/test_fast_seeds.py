@@ -290,3 +290,20 @@ def test_batched_sampling_with_rows_finishing_at_different_steps(models) -> None
                 assert torch.allclose(torch.tensor(a.log_probs), torch.tensor(b.log_probs), atol=1e-5)
                 lengths.add(len(a.token_ids))
     assert len(lengths) >= 4  # rows did finish at many different steps
+
+
+@pytest.mark.parametrize(
+    ("method", "second_extra", "match"),
+    [
+        ("dapo_filter", (), "filter_groups"),
+        ("grpo", ("actor_rollout_ref.actor.optim.lr=0.001",), "differ in more than"),
+    ],
+)
+def test_many_seeds_refuses_what_it_does_not_batch(tmp_path, tiny_dir, method, second_extra, match) -> None:
+    from recipe.study.fast.seeds import ManySeeds
+    from recipe.study.fast.settings import FastConfigError
+
+    first = _tiny_run_configs(tmp_path, tiny_dir, [0], method)
+    second = _tiny_run_configs(tmp_path, tiny_dir, [1], method, *second_extra)
+    with pytest.raises(FastConfigError, match=match):
+        ManySeeds(first + second)

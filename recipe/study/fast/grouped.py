@@ -46,7 +46,7 @@ LAYER_PARAMS = (
 
 @dataclass
 class KV:
-    """One layer's cached keys and values, ``[S, B, kv_heads, T, head_dim]``, and the key mask ``[S, B, T]``."""
+    """One layer's cached keys and values, ``[S, B, kv_heads, T, head_dim]`` each."""
 
     keys: torch.Tensor
     values: torch.Tensor

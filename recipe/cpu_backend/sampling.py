@@ -85,6 +85,26 @@ def draw_tokens(probs: torch.Tensor, generators: Sequence[torch.Generator | None
     return torch.searchsorted(cdf, target, right=True).squeeze(-1).clamp_(max=probs.shape[-1] - 1)
 
 
+def next_tokens(
+    logits: torch.Tensor, params: SamplingParams, generators: Sequence[torch.Generator | None]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One decode step's draw: ``(token (B,), its log-prob (B,))`` from next-token ``logits`` (B, V).
+
+    Greedy (argmax, log-prob of the unscaled distribution) at temperature 0; else row ``i`` draws with
+    :func:`draw_tokens` from ``generators[i]`` after top-k/top-p, and its log-prob is that of the
+    temperature-scaled full distribution.
+    """
+    if params.greedy:
+        logp_all = torch.log_softmax(logits, dim=-1)
+        token = logits.argmax(dim=-1)
+    else:
+        scaled = logits / params.temperature
+        logp_all = torch.log_softmax(scaled, dim=-1)
+        probs = torch.softmax(_filter_logits(scaled, params.top_k, params.top_p), dim=-1)
+        token = draw_tokens(probs, generators)
+    return token, logp_all.gather(-1, token[:, None]).squeeze(-1)
+
+
 @dataclass
 class SampleRow:
     """One response being decoded: where it stands and who is waiting for it."""
@@ -249,16 +269,8 @@ class DecodeBatch:
         if not self.rows:
             return []
         params = self.params
-        logits = self.next_logits
-        if params.greedy:
-            logp_all = torch.log_softmax(logits, dim=-1)
-            token = logits.argmax(dim=-1)
-        else:
-            scaled = logits / params.temperature
-            logp_all = torch.log_softmax(scaled, dim=-1)
-            probs = torch.softmax(_filter_logits(scaled, params.top_k, params.top_p), dim=-1)
-            token = draw_tokens(probs, [row.generator for row in self.rows])
-        logp = logp_all.gather(-1, token[:, None]).squeeze(-1)
+        assert self.next_logits is not None
+        token, logp = next_tokens(self.next_logits, params, [row.generator for row in self.rows])
         hit_eos = (
             torch.isin(token, self.eos)
             if not params.ignore_eos

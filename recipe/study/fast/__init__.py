@@ -17,4 +17,9 @@ Every setting comes from the composed verl config (:mod:`recipe.study.fast.setti
 ``main_copo`` run of the same overrides trains with. ``tests/recipe/study/test_fast_parity.py``
 replays a batch captured from a real ``main_copo`` step through this trainer and compares
 advantages, loss and gradients.
+
+:mod:`recipe.study.fast.seeds` runs S seeds of one method in one process: their policies' weights stacked
+(:mod:`recipe.study.fast.grouped`), generation and update batched across seeds
+(:mod:`recipe.study.fast.grouped_step`), everything else each seed's own
+(``tests/recipe/study/test_fast_seeds.py`` compares it with this trainer seed by seed).
 """

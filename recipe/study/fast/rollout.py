@@ -153,6 +153,17 @@ def rollout(
         pad_token_id=int(tokenizer.pad_token_id),
         generator=generator,
     )
+    return score_groups(reward_fn, tokenizer, prompts, uids, samples)
+
+
+def score_groups(
+    reward_fn: RewardFn,
+    tokenizer: Any,
+    prompts: Sequence[Prompt],
+    uids: Sequence[str],
+    samples: Sequence[Sequence[Sample]],
+) -> list[Group]:
+    """Each prompt's samples scored into its :class:`Group` (``samples[prompt][copy]``)."""
     groups = []
     for prompt, uid, mine in zip(prompts, uids, samples, strict=True):
         results = [score(reward_fn, tokenizer, prompt, s.token_ids) for s in mine]

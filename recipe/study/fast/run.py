@@ -36,7 +36,13 @@ from recipe.study.fast.dapo import StepSample, sample_step
 from recipe.study.fast.data import Prompt, data_order, load_prompts
 from recipe.study.fast.rollout import Group, rollout
 from recipe.study.fast.settings import FastSettings
-from recipe.study.fast.update import batch_from_groups, build_optimizer, response_log_probs, train_on_batch
+from recipe.study.fast.update import (
+    UpdateBatch,
+    batch_from_groups,
+    build_optimizer,
+    response_log_probs,
+    train_on_batch,
+)
 from recipe.study.fast.validate import seed_for, validate, validation_metrics
 from recipe.tracking import names
 
@@ -133,8 +139,6 @@ class FastRun:
 
     def step(self, step: int) -> dict[str, Any]:
         """Sample, score, update: the step's metrics row."""
-        from copo_core import signal_budget_metrics, wrong_answer_metrics
-
         s = self.settings
         sample = self.sample(step)
         batch = batch_from_groups(sample.kept, int(self.tokenizer.pad_token_id))
@@ -143,20 +147,28 @@ class FastRun:
                 self.model.eval()
                 batch.old_log_probs = response_log_probs(self.model, batch, s.temperature, group_size=s.n)
         metrics = train_on_batch(self.model, self.optimizer, self.scheduler, batch, s, step, group_size=s.n)
-        advantages = metrics.pop("_advantages")
-        step_batch = (advantages, batch.response_mask, batch.scores, batch.uids)
-        metrics.update(names.prefixed(names.SIGNAL_PREFIX, signal_budget_metrics(*step_batch)))
-        # the mechanism: what a wrong answer's advantage is, by group kind and prompt success
-        metrics.update(names.prefixed(names.MECHANISM_PREFIX, wrong_answer_metrics(*step_batch)))
-        metrics[names.SCORE_MEAN] = float(batch.scores.mean())
-        metrics[names.RESPONSE_LENGTH_MEAN] = float(batch.response_mask.sum(-1).mean())
-        metrics.update(group_census(sample.generated))
-        metrics.update(group_census(sample.kept, prefix="batch_groups/"))
-        metrics[names.GENERATED_SAMPLES] = float(sum(len(g.responses) for g in sample.generated))
-        metrics[names.FILTER_GROUPS_EVICTED] = float(len(sample.evicted))
-        metrics[names.FILTER_GROUPS_DISCARDED_SURPLUS] = float(len(sample.surplus))
-        metrics[names.GENERATION_ROUNDS] = float(sample.rounds)
-        return metrics
+        return step_row(sample, batch, metrics)
+
+
+def step_row(sample: StepSample, batch: UpdateBatch, metrics: dict[str, Any]) -> dict[str, Any]:
+    """A step's metrics row from its groups, its batch and the update's metrics (which hold
+    ``_advantages``, popped here)."""
+    from copo_core import signal_budget_metrics, wrong_answer_metrics
+
+    advantages = metrics.pop("_advantages")
+    step_batch = (advantages, batch.response_mask, batch.scores, batch.uids)
+    metrics.update(names.prefixed(names.SIGNAL_PREFIX, signal_budget_metrics(*step_batch)))
+    # the mechanism: what a wrong answer's advantage is, by group kind and prompt success
+    metrics.update(names.prefixed(names.MECHANISM_PREFIX, wrong_answer_metrics(*step_batch)))
+    metrics[names.SCORE_MEAN] = float(batch.scores.mean())
+    metrics[names.RESPONSE_LENGTH_MEAN] = float(batch.response_mask.sum(-1).mean())
+    metrics.update(group_census(sample.generated))
+    metrics.update(group_census(sample.kept, prefix="batch_groups/"))
+    metrics[names.GENERATED_SAMPLES] = float(sum(len(g.responses) for g in sample.generated))
+    metrics[names.FILTER_GROUPS_EVICTED] = float(len(sample.evicted))
+    metrics[names.FILTER_GROUPS_DISCARDED_SURPLUS] = float(len(sample.surplus))
+    metrics[names.GENERATION_ROUNDS] = float(sample.rounds)
+    return metrics
 
 
 def run(config: Any, out_dir: str | Path) -> dict[str, Any]:

@@ -26,11 +26,35 @@ VLLM_VENV = Path(os.environ.get("COPO_VLLM_VENV", REPO / ".venv-vllm"))
 VLLM_PY = VLLM_VENV / "bin" / "python"
 
 OPT_OUT = os.environ.get("COPO_VLLM_CPU", "1").strip() == "0"
+# Set by scripts/test.sh while it builds the venv in the background: the file that will hold the
+# build's exit status, and its log. The vllm_cpu tests then wait for it (tests/vllm_cpu/conftest.py).
+BUILD_RC = os.environ.get("COPO_VLLM_BUILD_RC")
+BUILD_LOG = os.environ.get("COPO_VLLM_BUILD_LOG")
+BUILD_WAIT_S = 45 * 60  # a first build takes 3-7 min; a pip stuck for 45 min is a failure, not a wait
 requires_vllm_venv = pytest.mark.skipif(
-    OPT_OUT or not VLLM_PY.is_file(),
+    OPT_OUT or not (VLLM_PY.is_file() or BUILD_RC),
     reason="COPO_VLLM_CPU=0" if OPT_OUT else f"no {VLLM_VENV} (bash scripts/setup_vllm_cpu.sh builds it; scripts/test.sh does)",
 )
 
+
+def wait_for_build() -> str | None:
+    """Wait for the background build scripts/test.sh started (none pending: return at once). None when it
+    ended well; else what went wrong, with the log's tail: it failed, or it still ran after ``BUILD_WAIT_S``."""
+    if not BUILD_RC:
+        return None
+    rc_file = Path(BUILD_RC)
+    deadline = time.monotonic() + BUILD_WAIT_S
+    if not rc_file.is_file():
+        print(f"\n[vllm_cpu] waiting for the {VLLM_VENV} build (log: {BUILD_LOG})", flush=True)
+    while not rc_file.is_file():
+        if time.monotonic() > deadline:
+            return f"the {VLLM_VENV} build still ran after {BUILD_WAIT_S} s; log: {BUILD_LOG}"
+        time.sleep(2)
+    rc = rc_file.read_text().strip()
+    if rc == "0":
+        return None
+    log = Path(BUILD_LOG).read_text(errors="replace").splitlines()[-40:] if BUILD_LOG else []
+    return f"building {VLLM_VENV} failed (rc {rc}; bash scripts/setup_vllm_cpu.sh):\n" + "\n".join(log)
 
 def vllm_env(base: dict[str, str]) -> dict[str, str]:
     env = dict(base)

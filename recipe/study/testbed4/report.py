@@ -4,7 +4,8 @@
 - ``regimes``: per regime, the knob, the mixture it gives, the predicted and the measured step-0 shares
   of all-wrong, all-correct and mixed groups on the regime's training rows (``regimes.csv``, ``census.csv``);
 - ``cost``: CPU seconds per training step and per validation at the regimes' workload (``cost.csv``),
-  and what the study costs from them (``budget``).
+  and what the study costs from them (``budget``);
+- ``probe``: GRPO's gain per regime on the tuning seed (``probe.csv``; tuning data, not a result).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from recipe.study.common.reporting import pct, read
-from recipe.study.testbed4 import budget
+from recipe.study.testbed4 import budget, probe
 
 REGIME_COLUMNS = ["regime", "target", "level", "weight", "rate", "val_count", "train_count"]
 CENSUS_COLUMNS = [
@@ -63,21 +64,24 @@ def regimes_markdown(regimes: pd.DataFrame, census: pd.DataFrame | None) -> str:
             row += "not measured | | | |"
         lines.append(row)
     first = regimes[regimes.regime == regimes.regime.iloc[0]]
-    g = int(census.k.iloc[0]) if census is not None else "G"
     lines += [
         "",
         f"Level shares of each regime's validation ({int(first.val_count.sum())} problems) and training "
-        f"({int(first.train_count.sum())} rows) sets. Predicted: the levels' rates above, weighted. Measured: "
-        f"step 0, G = {g} samples at T = 1 of every training row of the regime (other random numbers than the rates').",
+        f"({int(first.train_count.sum())} rows) sets. Predicted: the levels' rates above, weighted.",
     ]
+    if census is not None:
+        lines[-1] += (
+            f" Measured: step 0, G = {int(census.k.iloc[0])} samples at T = 1 of every training row of the "
+            "regime (other random numbers than the rates')."
+        )
     return "\n".join(lines) + "\n"
 
 
 def report(docs: Path) -> dict[str, str]:
     """``testbed4/*`` fragments from the CSVs in ``docs`` (missing CSVs: their fragments are left out)."""
     out: dict[str, str] = {}
-    rates, regimes, census, cost = (
-        read(docs, n) for n in ("rates.csv", "regimes.csv", "census.csv", "cost.csv")
+    rates, regimes, census, cost, probe_ = (
+        read(docs, n) for n in ("rates.csv", "regimes.csv", "census.csv", "cost.csv", "probe.csv")
     )
     if rates is not None:
         out["rates"] = rates_markdown(rates)
@@ -86,4 +90,6 @@ def report(docs: Path) -> dict[str, str]:
     if cost is not None:
         out["cost"] = budget.cost_markdown(cost)
         out["budget"] = budget.budget_markdown(cost)
+    if probe_ is not None:
+        out["probe"] = probe.probe_markdown(probe_)
     return out

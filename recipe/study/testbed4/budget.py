@@ -123,3 +123,25 @@ def budget_markdown(cost: pd.DataFrame) -> str:
             f"{batched:.1f} | {min(single, batched) / CORES:.1f} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def reading_markdown(cost: pd.DataFrame) -> str:
+    """The budget's numbers the plan's prose reads (the full design, the batched trainer, validation's
+    share of a run, the proposed reductions)."""
+    single, batched = (cost[cost.trainer == t].iloc[0] for t in ("single", "batched"))
+    full = min(study_cpu_hours(cost, FULL, False), study_cpu_hours(cost, FULL, True))
+    three, four = (
+        min(study_cpu_hours(cost, d, b) for b in (False, True)) for d in (REDUCTIONS[4], REDUCTIONS[2])
+    )
+    run = run_cpu_s(single)
+    validation = run - int(single.planned_steps) * float(single.step_cpu_s)
+    return (
+        f"- As planned: **{full:.0f} CPU hours**, {full / CORES:.0f} hours of this {CORES}-core machine with "
+        "nothing else on it.\n"
+        f"- The batched trainer, {batched.seeds_in_batch} seeds in one process: "
+        f"{float(batched.step_cpu_s) / float(single.step_cpu_s):.2f}x a single seed's CPU seconds per seed and "
+        f"step ({float(batched.step_cpu_s):.2f} against {float(single.step_cpu_s):.2f}).\n"
+        f"- Validation: {100 * validation / run:.0f}% of a run's CPU seconds ({validation:.0f} of {run:.0f}).\n"
+        f"- Proposed reduction (3 methods, 100 steps): **{three:.0f} CPU hours**, {three / CORES:.0f} machine "
+        f"hours; with `dapo_filter` kept (4 methods, 100 steps): {four:.0f} CPU hours.\n"
+    )

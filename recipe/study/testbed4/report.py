@@ -90,6 +90,7 @@ def report(docs: Path) -> dict[str, str]:
     if cost is not None:
         out["cost"] = budget.cost_markdown(cost)
         out["budget"] = budget.budget_markdown(cost)
+        out["budget_reading"] = budget.reading_markdown(cost)
     if probe_ is not None:
         out["probe"] = probe.probe_markdown(probe_)
     return out

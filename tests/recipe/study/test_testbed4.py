@@ -292,3 +292,15 @@ def test_the_probe_reads_a_runs_validation_and_judges_the_five_point_gain(tmp_pa
     table = probe.probe_markdown(frame)
     assert "| r15 | 37.5 | 62.5 | +25.0 | yes | 12 |" in table
     assert "| r65 | 37.5 | 37.5 | +0.0 | no | 12 |" in table
+
+
+def test_the_machine_log_names_the_commit_a_phase_ran_under(tmp_path: Path) -> None:
+    import re
+
+    from recipe.study.machine import head_commit
+    from tests.paths import REPO
+
+    if not (REPO / ".git").exists():
+        pytest.skip("not a git checkout (e.g. an exported tree)")
+    assert re.fullmatch(r"[0-9a-f]{40}", head_commit() or "")
+    assert head_commit(tmp_path) is None  # no checkout there

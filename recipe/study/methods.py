@@ -38,6 +38,17 @@ METHODS: dict[str, list[str]] = {
 }
 
 
+# The methods the SmolLM2 and v1 testbed studies ran: their command lines' default (a method added above
+# for a later study, like this project's variant, does not change what reproducing them runs).
+DEFAULT_METHODS: tuple[str, ...] = (
+    "grpo",
+    "copo_soft_with_zero",
+    "copo_soft",
+    "copo_global_only",
+    "dapo_filter",
+)
+
+
 def method_estimator(method: str) -> str:
     """The ``algorithm.adv_estimator`` a method's overrides select (the last one wins, as in Hydra)."""
     values = [o.split("=", 1)[1] for o in METHODS[method] if o.startswith(f"{ESTIMATOR_KEY}=")]

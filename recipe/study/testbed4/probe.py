@@ -52,19 +52,22 @@ def curve_rows(regime: str, plan: Any, run_dir: Path) -> list[dict[str, Any]]:
     ]
 
 
-def probe_markdown(probe: Any) -> str:
-    """Per regime: step-0 and final mean@k, the gain, and whether it reaches 5 points."""
+def probe_markdown(probe: Any, short_budget: int = 100) -> str:
+    """Per regime: step-0 and final mean@k, the gain, whether it reaches 5 points, and the gain at the
+    last validation within ``short_budget`` steps (what the plan's reduced budget would have seen)."""
+    cut = int(probe[probe.step <= short_budget].step.max())
     lines = [
-        "| regime | step 0 (%) | final (%) | gain (points) | >= 5 points | run CPU-s |",
-        "|---|---|---|---|---|---|",
+        f"| regime | step 0 (%) | final (%) | gain (points) | >= 5 points | gain by step {cut} (points) | run CPU-s |",
+        "|---|---|---|---|---|---|---|",
     ]
     for regime, mine in probe.groupby("regime", sort=False):
         mine = mine.sort_values("step")
         start, final = float(mine.accuracy.iloc[0]), float(mine.accuracy.iloc[-1])
         gain = 100 * (final - start)
+        early = 100 * (float(mine[mine.step == cut].accuracy.iloc[0]) - start)
         lines.append(
             f"| {regime} | {100 * start:.1f} | {100 * final:.1f} | {gain:+.1f} | {'yes' if gain >= 5 else 'no'} | "
-            f"{mine.cpu_s.iloc[0]:.0f} |"
+            f"{early:+.1f} | {mine.cpu_s.iloc[0]:.0f} |"
         )
     r = probe.iloc[0]
     lines += [

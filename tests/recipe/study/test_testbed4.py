@@ -290,8 +290,9 @@ def test_the_probe_reads_a_runs_validation_and_judges_the_five_point_gain(tmp_pa
     assert list(frame.accuracy) == pytest.approx([6 / 16, 10 / 16, 6 / 16, 6 / 16])
     assert set(frame.lr) == {plan.lr_grid[1]} and set(frame.seed) == {plan.tuning_seeds[0]}
     table = probe.probe_markdown(frame)
-    assert "| r15 | 37.5 | 62.5 | +25.0 | yes | 12 |" in table
-    assert "| r65 | 37.5 | 37.5 | +0.0 | no | 12 |" in table
+    assert "| r15 | 37.5 | 62.5 | +25.0 | yes | +0.0 | 12 |" in table  # by step 100: step 0 only here
+    assert "| r65 | 37.5 | 37.5 | +0.0 | no | +0.0 | 12 |" in table
+    assert "| r15 | 37.5 | 62.5 | +25.0 | yes | +25.0 | 12 |" in probe.probe_markdown(frame, short_budget=150)
 
 
 def test_the_machine_log_names_the_commit_a_phase_ran_under(tmp_path: Path) -> None:
@@ -304,3 +305,16 @@ def test_the_machine_log_names_the_commit_a_phase_ran_under(tmp_path: Path) -> N
         pytest.skip("not a git checkout (e.g. an exported tree)")
     assert re.fullmatch(r"[0-9a-f]{40}", head_commit() or "")
     assert head_commit(tmp_path) is None  # no checkout there
+
+
+def test_adding_the_variant_leaves_the_earlier_studies_default_methods_alone() -> None:
+    from recipe.study import smollm2
+    from recipe.study.methods import DEFAULT_METHODS, METHODS
+    from recipe.study.testbed import cli as v1_cli
+
+    assert "copo_variant_nonpositive" in METHODS and "copo_variant_nonpositive" not in DEFAULT_METHODS
+    assert set(DEFAULT_METHODS) < set(METHODS)
+    smol = smollm2.build_parser().parse_args(["run", "--model", "/m", "--data", "/d"])
+    assert smol.methods == list(DEFAULT_METHODS)
+    v1 = v1_cli.build_parser().parse_args(["run"])
+    assert v1.methods == list(DEFAULT_METHODS)

@@ -318,3 +318,19 @@ def test_adding_the_variant_leaves_the_earlier_studies_default_methods_alone() -
     assert smol.methods == list(DEFAULT_METHODS)
     v1 = v1_cli.build_parser().parse_args(["run"])
     assert v1.methods == list(DEFAULT_METHODS)
+
+
+def test_a_regimes_shared_phase_runs_on_its_own_data_folder(tmp_path: Path, capsys: Any) -> None:
+    """``study_testbed4.py r40 tune --dry-run``: the shared tuning phase of the r40 plan, every method at
+    every rate of the grid, each run reading r40's data (not v3's) with the regimes' workload."""
+    from recipe.study.testbed4 import cli
+
+    if not p.RATES_CSV.is_file():
+        pytest.skip("rates.csv not measured yet")
+    assert cli.main(["r40", "tune", "--dry-run", "--runs", str(tmp_path)]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[study] (")]
+    assert len(lines) == len(p.METHODS) * len(p.PLANS["r40"].lr_grid) == 15
+    key = p.regime_data(p.REGIMES[1], p.TESTBED_V3.key()).key()
+    for line in lines:
+        assert "--config-name regimes_cpu" in line and f"/testbed4/{key}/data/train.parquet" in line
+        assert str(tmp_path / "tuning") in line

@@ -113,6 +113,14 @@ def make_plan(regime: Regime) -> StudyPlan:
         rate_rule="highest mean AUC over the tuning seeds (ties: the smaller rate); a rate on the grid's "
         "edge extends the grid by a factor of 2 beyond it for that method and regime",
         power_seeds=(20, 10),
+        # testbed criterion (the amendment): GRPO gains >= 5 points, its 95% interval above 0
+        gain_target=0.05,
+        gain_floor=0.0,
+        # no block criteria: the knob sets the step-0 all-wrong share (the census checks it, within 5
+        # points of the target) and the shares over training are reported, not required
+        zero_variance_min=0.0,
+        all_correct_min=0.0,
+        all_wrong_min=0.0,
     )
 
 

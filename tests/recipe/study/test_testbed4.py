@@ -334,3 +334,14 @@ def test_a_regimes_shared_phase_runs_on_its_own_data_folder(tmp_path: Path, caps
     for line in lines:
         assert "--config-name regimes_cpu" in line and f"/testbed4/{key}/data/train.parquet" in line
         assert str(tmp_path / "tuning") in line
+
+
+def test_the_plans_criteria_are_the_amendments() -> None:
+    for plan in p.PLANS.values():
+        assert (plan.gain_target, plan.gain_floor) == (0.05, 0.0)
+        assert (plan.zero_variance_min, plan.all_correct_min, plan.all_wrong_min) == (0.0, 0.0, 0.0)
+    census = pd.read_csv(p.CENSUS_CSV) if p.CENSUS_CSV.is_file() else None
+    if census is not None:  # the committed census meets the knob's criterion: within 5 points of the target
+        for regime in p.REGIMES:
+            share = census[(census.regime == regime.name) & (census.dataset == "all")].frac_all_wrong.iloc[0]
+            assert abs(share - regime.all_wrong) <= 0.05, regime

@@ -89,8 +89,8 @@ class StudyPlan:
         """The tuned learning rate of every method (raises when the tuning has not been summarised)."""
         if not self.learning_rates_file.is_file():
             raise FileNotFoundError(
-                f"{self.learning_rates_file} is missing: run `python scripts/study_{self.name}.py tune` and "
-                "`pilot-summarize` first (docs/STUDY_PLAN.md, tuning)"
+                f"{self.learning_rates_file} is missing: run study {self.name}'s `tune` and `pilot-summarize` "
+                "phases first (docs/STUDY_PLAN.md, tuning)"
             )
         rates = json.loads(self.learning_rates_file.read_text())["learning_rates"]
         missing = [m for m in self.methods if m not in rates]

@@ -1,7 +1,8 @@
 """What the testbed studies record about the machine and the plan beside their runs (shared by v2 and v3).
 
-- ``record_machine``: the one-thread matmul speed at the model's shapes and the load, appended to
-  ``<runs>/machine.jsonl`` at each phase's start and end;
+- ``record_machine``: the one-thread matmul speed at the model's shapes, the load and the checkout's
+  commit (the plan's, for a confirmatory phase), appended to ``<runs>/machine.jsonl`` at each phase's
+  start and end;
 - ``committed``: whether a plan file is tracked by git with no uncommitted change (the confirmatory
   phases refuse to start before the plan is committed).
 """
@@ -37,7 +38,13 @@ def record_machine(runs: Path, testbed_: Any, when: str) -> None:
     finally:
         torch.set_num_threads(threads)
     runs.mkdir(parents=True, exist_ok=True)
-    entry = {"time": time.time(), "when": when, "gflops": round(gflops, 2), "load1": os.getloadavg()[0]}
+    entry = {
+        "time": time.time(),
+        "when": when,
+        "gflops": round(gflops, 2),
+        "load1": os.getloadavg()[0],
+        "commit": head_commit(),  # the plan's commit the phase ran under, recorded as it happens
+    }
     with open(runs / MACHINE_LOG, "a") as f:
         f.write(json.dumps(entry) + "\n")
     print(
@@ -51,3 +58,9 @@ def committed(path: Path, root: Path = REPO_ROOT) -> bool:
     tracked = subprocess.run(["git", "ls-files", "--error-unmatch", rel], cwd=root, capture_output=True)
     dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", rel], cwd=root)
     return tracked.returncode == 0 and dirty.returncode == 0
+
+
+def head_commit(root: Path = REPO_ROOT) -> str | None:
+    """The checkout's commit (``git rev-parse HEAD``), or None outside a git checkout."""
+    out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True)
+    return out.stdout.strip() if out.returncode == 0 else None

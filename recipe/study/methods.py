@@ -18,6 +18,14 @@ METHODS: dict[str, list[str]] = {
     "copo_soft_with_zero": [*_COPO, *_PAPER_7B, "algorithm.copo.blend_mode=soft_with_zero"],
     "copo_soft": [*_COPO, *_PAPER_7B, "algorithm.copo.blend_mode=soft"],
     "copo_global_only": [*_COPO, *_PAPER_7B, "algorithm.copo.blend_mode=global_only"],
+    # This project's opt-in variant (issue 37), not the paper's: soft_with_zero whose global advantage
+    # of a reward-0 response is capped at 0, so a wrong answer is never pushed up (docs/SPEC.md).
+    "copo_variant_nonpositive": [
+        *_COPO,
+        *_PAPER_7B,
+        "algorithm.copo.blend_mode=soft_with_zero",
+        "algorithm.copo.wrong_answer_global=nonpositive",
+    ],
     # DAPO's dynamic sampling alone: verl drops groups whose `acc` is all equal and generates
     # more prompts until the batch is full. Loss, clip range and reward stay GRPO's, so the
     # comparison isolates what filtering does with the zero-variance groups.
@@ -28,6 +36,17 @@ METHODS: dict[str, list[str]] = {
         "algorithm.filter_groups.max_inflight_gen_batches=2",
     ],
 }
+
+
+# The methods the SmolLM2 and v1 testbed studies ran: their command lines' default (a method added above
+# for a later study, like this project's variant, does not change what reproducing them runs).
+DEFAULT_METHODS: tuple[str, ...] = (
+    "grpo",
+    "copo_soft_with_zero",
+    "copo_soft",
+    "copo_global_only",
+    "dapo_filter",
+)
 
 
 def method_estimator(method: str) -> str:

@@ -36,7 +36,7 @@ from recipe import proc as procs
 from recipe.files import REPO_ROOT
 from recipe.launch import format_overrides
 from recipe.quickstart import run as quickstart
-from recipe.study.methods import METHODS, method_estimator
+from recipe.study.methods import DEFAULT_METHODS, METHODS, method_estimator
 from recipe.study.smollm2_summary import run_name, summarize
 
 # Small-and-easy and long-and-hard arithmetic, so SmolLM2 produces all-correct and all-wrong groups.
@@ -232,7 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="run folders (default %(default)s)",
     )
     common.add_argument(
-        "--methods", type=lambda s: s.split(","), default=list(METHODS), help="(default %(default)s)"
+        "--methods", type=lambda s: s.split(","), default=list(DEFAULT_METHODS), help="(default %(default)s)"
     )
     common.add_argument(
         "--seeds", type=lambda s: [int(x) for x in s.split(",")], default=[0, 1], help="(default %(default)s)"

@@ -47,7 +47,9 @@ class Study:
 
 
 def testbed(plan: StudyPlan, dry_run: bool = False) -> Testbed:
-    return locate_testbed(plan.testbed) if dry_run else ensure_testbed(plan.testbed)
+    """The plan's built testbed, or its data view (``plan.data``: testbed v4's regime mixture) of it."""
+    base = locate_testbed(plan.testbed) if dry_run else ensure_testbed(plan.testbed)
+    return base if plan.data is None else plan.data(base, dry_run)
 
 
 def run_phase(

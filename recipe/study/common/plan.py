@@ -11,11 +11,12 @@ committed before the confirmatory runs.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from recipe.files import REPO_ROOT
-from recipe.study.testbed.build import ContinuedSpec, TestbedSpec
+from recipe.study.testbed.build import ContinuedSpec, Testbed, TestbedSpec
 
 STUDY_PLAN_DOC = REPO_ROOT / "docs" / "STUDY_PLAN.md"
 
@@ -53,6 +54,10 @@ class StudyPlan:
     confirmatory_deadline_utc: str | None = None
     confirmatory_stopped: bool = False  # the plan's confirmatory phase was stopped: no run may start
     study_doc: Path = STUDY_PLAN_DOC  # the prose plan that must be committed before confirmatory runs
+    # The runs' data as a view of the built testbed (testbed v4: one regime's level mixture of v3's
+    # problems, its own folder whose model is the testbed's); (testbed, dry_run) -> the folder the runs
+    # read. None: the testbed's own data.
+    data: Callable[[Testbed, bool], Testbed] | None = None
 
     @property
     def pilot_methods(self) -> tuple[str, str]:
@@ -84,8 +89,8 @@ class StudyPlan:
         """The tuned learning rate of every method (raises when the tuning has not been summarised)."""
         if not self.learning_rates_file.is_file():
             raise FileNotFoundError(
-                f"{self.learning_rates_file} is missing: run `python scripts/study_{self.name}.py tune` and "
-                "`pilot-summarize` first (docs/STUDY_PLAN.md, tuning)"
+                f"{self.learning_rates_file} is missing: run study {self.name}'s `tune` and `pilot-summarize` "
+                "phases first (docs/STUDY_PLAN.md, tuning)"
             )
         rates = json.loads(self.learning_rates_file.read_text())["learning_rates"]
         missing = [m for m in self.methods if m not in rates]

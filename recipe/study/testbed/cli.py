@@ -16,7 +16,7 @@ import argparse
 from pathlib import Path
 
 from recipe.files import REPO_ROOT
-from recipe.study.methods import METHODS, parse_methods
+from recipe.study.methods import DEFAULT_METHODS, parse_methods
 from recipe.study.testbed.build import TestbedSpec, ensure_testbed, locate_testbed
 from recipe.study.testbed.runs import make_jobs, planned_steps, workload
 
@@ -142,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     plan = argparse.ArgumentParser(add_help=False)
     plan.add_argument("--runs", type=Path, default=DEFAULT_RUNS, help="run folders")
-    plan.add_argument("--methods", type=_methods, default=list(METHODS), help="comma-separated")
+    plan.add_argument("--methods", type=_methods, default=list(DEFAULT_METHODS), help="comma-separated")
     plan.add_argument("--seeds", type=parse_seeds, default=parse_seeds(DEFAULT_SEEDS), help="e.g. 0-7 or 0,1")
     plan.add_argument(
         "--steps", type=int, default=None, help="steps per run (a pilot); default: testbed_cpu.yaml's budget"

@@ -58,8 +58,12 @@ def test_every_method_composes_with_verl_schema(tmp_path: Path, method: str) -> 
     expected_estimator = "grpo" if method in ("grpo", "dapo_filter") else "copo"
     assert config.algorithm.adv_estimator == expected_estimator
     assert bool(config.algorithm.filter_groups.enable) == (method == "dapo_filter")
+    # this project's variant is soft_with_zero with the wrong answers' global advantage capped at 0
+    variant = method == "copo_variant_nonpositive"
     if method.startswith("copo_"):
-        assert config.algorithm.copo.blend_mode == method.removeprefix("copo_")
+        blend = "soft_with_zero" if variant else method.removeprefix("copo_")
+        assert config.algorithm.copo.blend_mode == blend
+        assert config.algorithm.copo.wrong_answer_global == ("nonpositive" if variant else "keep")
         assert (config.algorithm.copo.k, config.algorithm.copo.b) == (5, 1)
 
 
@@ -75,7 +79,7 @@ def test_plan_skips_finished_runs_and_pairs_the_seeds_of_a_method(tmp_path: Path
     assert study.cmd_run(args) == 0
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[study] (")]
     names = [line.split(")")[1].split(":")[0].strip() for line in lines]
-    assert names == [study.run_name(m, s) for m in study.METHODS for s in (0, 1)]
+    assert names == [study.run_name(m, s) for m in study.DEFAULT_METHODS for s in (0, 1)]
     assert "done, skipped" in lines[0]
     # only the first method's runs validate the shared initial model at step 0
     assert all(

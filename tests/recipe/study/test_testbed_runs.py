@@ -97,8 +97,12 @@ def test_every_method_composes_with_verl_schema(tmp_path: Path, method: str) -> 
     assert config.trainer.resume_mode == "disable"
     assert config.algorithm.adv_estimator == ("grpo" if method in ("grpo", "dapo_filter") else "copo")
     assert bool(config.algorithm.filter_groups.enable) == (method == "dapo_filter")
+    # this project's variant is soft_with_zero with the wrong answers' global advantage capped at 0
+    variant = method == "copo_variant_nonpositive"
     if method.startswith("copo_"):
-        assert config.algorithm.copo.blend_mode == method.removeprefix("copo_")
+        blend = "soft_with_zero" if variant else method.removeprefix("copo_")
+        assert config.algorithm.copo.blend_mode == blend
+        assert config.algorithm.copo.wrong_answer_global == ("nonpositive" if variant else "keep")
 
 
 def test_seed_and_method_parsing() -> None:

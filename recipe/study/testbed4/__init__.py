@@ -1,0 +1,1 @@
+"""Testbed v4: the regime map (issue 37)."""

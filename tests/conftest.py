@@ -1,6 +1,7 @@
 """Shared test settings: CPU only, offline, quiet; each test gets its environment back."""
 
 import os
+import signal
 from collections.abc import Iterator
 
 import pytest
@@ -26,6 +27,24 @@ def _restore_environ() -> Iterator[None]:
     yield
     os.environ.clear()
     os.environ.update(saved)
+
+
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+@pytest.fixture(autouse=True)
+def _restore_signal_handlers() -> Iterator[None]:
+    """Undo every stop-signal handler a test leaves in the pytest process.
+
+    ``ray.init`` in-process installs Ray's SIGTERM handler (a ``sys.exit`` that a running test reports as
+    a failure): left in place, the pytest process outlives a SIGTERM (``kill``, ``timeout``), and runs on
+    with the tests it had left (seen on 2026-11-29: a killed suite ran 35 more minutes beside the next).
+    """
+    saved = {s: signal.getsignal(s) for s in _STOP_SIGNALS}
+    yield
+    for s, handler in saved.items():
+        if handler is not None and signal.getsignal(s) is not handler:
+            signal.signal(s, handler)
 
 
 _RESTORED_SIGNALS: list[str] = []

@@ -16,7 +16,7 @@ CONFIGS = sorted(
 PATHS = {"DATA_DIR": "/data", "CKPT_DIR": "/ckpt"}
 # The controlled studies' pinned workloads log to the console only: their runs write their metrics to
 # metrics.jsonl, from which the study's tables and plots come (docs/STUDY_CPU.md).
-CONSOLE_ONLY = {"testbed_cpu", "testbed2_cpu", "testbed3_cpu"}
+CONSOLE_ONLY = {"testbed_cpu", "testbed2_cpu", "testbed3_cpu", "regimes_cpu"}  # the studies: console only
 
 
 @pytest.fixture

@@ -51,7 +51,7 @@ class Job:
         name: unique name, also the folder name under the runs folder.
         out: the run folder (metrics.jsonl, train.log, run.json, summary.json).
         command: argv of the training process.
-        steps: training steps the run must log to count as finished.
+        steps: training steps the run must log to count as finished (with ``samples``: at most).
         fingerprint: the settings that make this run what it is (JSON-able); compared on skip.
         env: environment variables added to the driver's for this process.
         cwd: working directory of the process.
@@ -64,6 +64,10 @@ class Job:
     fingerprint: Mapping[str, Any]
     env: Mapping[str, str] = field(default_factory=dict)
     cwd: Path | None = None
+    # A fast run budgeted in generated samples (recipe/study/fast/budget.py) finishes when its rows'
+    # cumulative generated samples reach this, after a number of steps it decides itself (DAPO's filter
+    # takes fewer than ``steps``). None: the run finishes by its step count.
+    samples: int | None = None
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -89,7 +93,17 @@ def job_state(job: Job) -> str:
         return "todo"
     if summary.get("fingerprint") != _jsonable(job.fingerprint):
         return "stale"
+    if job.samples is not None:
+        return "done" if int(summary.get("generated_samples", 0)) >= job.samples else "todo"
     return "done" if int(summary.get("steps", 0)) >= job.steps else "todo"
+
+
+def generated_samples(rows: Sequence[Mapping[str, Any]]) -> int:
+    """The largest cumulative generated-sample count the rows logged (0 without one)."""
+    counts = [
+        int(r[names.CUMULATIVE_GENERATED_SAMPLES]) for r in rows if names.CUMULATIVE_GENERATED_SAMPLES in r
+    ]
+    return max(counts, default=0)
 
 
 def training_steps(rows: Sequence[Mapping[str, Any]]) -> list[int]:
@@ -160,11 +174,14 @@ def _finish(run: _Running, say: Callable[[str], None]) -> bool:
     rows = _show_progress(run, say)
     steps = training_steps(rows)
     wall = time.time() - run.started
-    ok = run.popen.returncode == 0 and len(steps) >= run.job.steps
+    samples = generated_samples(rows)
+    reached = len(steps) >= run.job.steps if run.job.samples is None else samples >= run.job.samples
+    ok = run.popen.returncode == 0 and reached
     if ok:
         summary = {
             "fingerprint": _jsonable(run.job.fingerprint),
             "steps": len(steps),
+            **({} if run.job.samples is None else {"generated_samples": samples}),
             "wall_s": round(wall, 2),
             "started": run.started,
             "ended": time.time(),

@@ -132,24 +132,10 @@ def fast_jobs(
             "overrides": args,
         }
         command = [python, "-m", FAST_MODULE, str(out), *spec.argv()]
-        samples = sample_budget(args, config_name) if matched else None
         jobs.append(
-            Job(name, out, command, budget, fingerprint, env=run_env(), cwd=REPO_ROOT, samples=samples)
+            Job(name, out, command, budget, fingerprint, env=run_env(), cwd=REPO_ROOT, by_samples=matched)
         )
     return jobs
-
-
-def sample_budget(overrides: Sequence[str], config_name: str = CONFIG_NAME) -> int:
-    """The generated samples a run of these overrides is budgeted (the fast trainer's own rule)."""
-    from recipe.copo.config_check import compose
-    from recipe.study.fast.budget import SampleBudget
-
-    config = compose(overrides, config_name=config_name)
-    return SampleBudget(
-        per_step=int(config.data.train_batch_size) * int(config.actor_rollout_ref.rollout.n),
-        steps=int(config.trainer.total_training_steps),
-        test_freq=int(config.trainer.test_freq),
-    ).total
 
 
 def real_jobs(

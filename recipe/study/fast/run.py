@@ -21,8 +21,10 @@ Writes into ``OUT_DIR``:
 
 With ``+fast.budget_in_samples=true`` (:mod:`recipe.study.fast.budget`; off by default, and then the files
 are as above) the run stops and validates by cumulative generated samples, and records them: every row
-has ``training/cumulative_generated_samples`` (0 at step 0), ``validation.npz`` has ``generated_samples``
-(V,) at each validation, and ``result.json`` has ``budget_samples`` and ``generated_samples``.
+has ``training/cumulative_generated_samples`` (0 at step 0) and ``training/sample_budget``, ``validation.npz``
+has ``generated_samples`` (V,) and the validations' places on the step budget's axis (``budget_steps``,
+``budget_index``: validation ``budget_index[j]`` stands at step ``budget_steps[j]``,
+:mod:`recipe.study.common.sample_axis`), and ``result.json`` has ``budget_samples`` and ``generated_samples``.
 """
 
 from __future__ import annotations
@@ -207,13 +209,19 @@ def run(config: Any, out_dir: str | Path) -> dict[str, Any]:
     budget = s.sample_budget  # None: the budget is in steps (the default, rows as before)
     cumulative = 0  # generated samples so far (recorded only with a sample budget)
     val_samples: list[int] = []
+    # each validation's place on the step budget's axis: the steps whose sample counts it first reached
+    budget_steps: list[int] = []
+    budget_index: list[int] = []
     trained = 0
     try:
         if s.val_before_train:
             row: dict[str, Any] = {}
             if budget is not None:
                 row[names.CUMULATIVE_GENERATED_SAMPLES] = 0.0
+                row[names.SAMPLE_BUDGET] = float(budget.total)
                 val_samples.append(0)
+                budget_steps.append(0)
+                budget_index.append(0)
             validate_into(0, row)
             writer.write(row, step=0)
         # with a sample budget every step generates >= train_batch_size x n samples, so the budget is
@@ -230,9 +238,13 @@ def run(config: Any, out_dir: str | Path) -> dict[str, Any]:
             else:
                 before, cumulative = cumulative, cumulative + int(row[names.GENERATED_SAMPLES])
                 row[names.CUMULATIVE_GENERATED_SAMPLES] = float(cumulative)
-                do_validate = bool(budget.crossed(before, cumulative))
+                row[names.SAMPLE_BUDGET] = float(budget.total)  # the driver finishes the run by it
+                reached = budget.crossed(before, cumulative)
+                do_validate = bool(reached)
                 if do_validate:
                     val_samples.append(cumulative)
+                    budget_steps.extend(m // budget.per_step for m in reached)
+                    budget_index.extend(len(val_samples) - 1 for _ in reached)
             if do_validate:
                 validate_into(step, row)
             writer.write(row, step=step)
@@ -248,6 +260,8 @@ def run(config: Any, out_dir: str | Path) -> dict[str, Any]:
     arrays: dict[str, Any] = {"steps": np.array(val_steps), "correct": np.stack(val_correct), "n": n}
     if budget is not None:
         arrays["generated_samples"] = np.array(val_samples)  # cumulative, at each validation
+        # the report's axis (docs/STUDY_PLAN.md): validation budget_index[j] stands at step budget_steps[j]
+        arrays["budget_steps"], arrays["budget_index"] = np.array(budget_steps), np.array(budget_index)
     np.savez_compressed(out / VALIDATION, **arrays)
     result: dict[str, Any] = {
         "wall_s": round(time.monotonic() - started_wall, 2),

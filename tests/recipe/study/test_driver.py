@@ -235,7 +235,7 @@ def test_dispatch_runs_the_action_and_turns_a_stop_signal_into_its_exit_code(
     assert "stopped by SIGTERM; the running runs were stopped" in capsys.readouterr().err
 
 
-# A run budgeted in generated samples (recipe/study/fast/budget.py): argv out_dir; its steps generate
+# A run budgeted in generated samples (recipe/study/fast/budget.py): argv out_dir budget; its steps generate
 # 20, 25, 25 samples and it stops, as a compute-matched DAPO run stops before its step count.
 SAMPLE_STAND_IN = textwrap.dedent(
     """
@@ -244,6 +244,7 @@ SAMPLE_STAND_IN = textwrap.dedent(
     with open(path, "a") as f:
         for step, cumulative in enumerate([0, 20, 45, 70]):
             row = {"step": step, "training/cumulative_generated_samples": cumulative}
+            row["training/sample_budget"] = int(sys.argv[2])
             if step:
                 row["critic/score/mean"] = 0.5
             f.write(json.dumps(row) + "\\n")
@@ -261,14 +262,14 @@ def test_a_sample_budgeted_run_finishes_by_its_samples_not_its_steps(
     job = driver.Job(
         name="dapo_filter-s0",
         out=out,
-        command=[sys.executable, str(script), str(out)],
+        command=[sys.executable, str(script), str(out), str(samples)],
         steps=10,  # the step budget: an upper bound the run stops well before
         fingerprint={"method": "dapo_filter"},
-        samples=samples,
+        by_samples=True,
     )
     failed = driver.run_jobs([job], parallel=1, poll_s=0.05, say=lambda _: None)
     assert failed == ([] if ok else ["dapo_filter-s0"])
     assert driver.job_state(job) == ("done" if ok else "todo")
     if ok:
         summary = json.loads((out / driver.SUMMARY).read_text())
-        assert (summary["steps"], summary["generated_samples"]) == (3, 70)
+        assert (summary["steps"], summary["generated_samples"], summary["sample_budget"]) == (3, 70, 64)

@@ -140,6 +140,11 @@ def test_budgeted_dapo_stops_and_validates_at_the_first_steps_reaching_the_sampl
     assert val["steps"].tolist() == expected_val
     at_val = {int(r["step"]): int(r[names.CUMULATIVE_GENERATED_SAMPLES]) for r in rows}
     assert val["generated_samples"].tolist() == [at_val[s] for s in expected_val]
+    # each validation's place on the step budget's axis: the budget's validation steps it first reached
+    axis = [0, *range(TEST_FREQ, STEPS + 1, TEST_FREQ)]
+    first = [0, *_first_steps_reaching(per_step, [s * BATCH * G for s in axis[1:]])]
+    assert val["budget_steps"].tolist() == axis
+    assert [int(val["steps"][i]) for i in val["budget_index"]] == first
     result = json.loads((runs["dapo_budget"] / "result.json").read_text())
     assert (result["steps"], result["budget_samples"]) == (stop, budget)
     assert result["generated_samples"] == sum(per_step) >= budget
@@ -160,7 +165,9 @@ def test_grpo_with_the_budget_trains_and_validates_as_with_its_step_budget(runs)
     assert [r[names.CUMULATIVE_GENERATED_SAMPLES] for r in budgeted] == [
         s * BATCH * G for s in range(STEPS + 1)
     ]
-    strip = [{k: v for k, v in r.items() if k != names.CUMULATIVE_GENERATED_SAMPLES} for r in budgeted]
+    assert {r[names.SAMPLE_BUDGET] for r in budgeted} == {STEPS * BATCH * G}
+    added = (names.CUMULATIVE_GENERATED_SAMPLES, names.SAMPLE_BUDGET)
+    strip = [{k: v for k, v in r.items() if k not in added} for r in budgeted]
     assert _without_perf(strip) == _without_perf(plain)
     a, b = np.load(runs["grpo_budget"] / "validation.npz"), np.load(runs["grpo"] / "validation.npz")
     assert np.array_equal(a["correct"], b["correct"]) and np.array_equal(a["steps"], b["steps"])
@@ -169,8 +176,66 @@ def test_grpo_with_the_budget_trains_and_validates_as_with_its_step_budget(runs)
 def test_without_the_budget_the_files_hold_what_they_held_before(runs) -> None:
     for name in ("grpo", "dapo"):
         rows = _rows(runs[name])
-        assert not any(names.CUMULATIVE_GENERATED_SAMPLES in r for r in rows)
+        assert not any(names.CUMULATIVE_GENERATED_SAMPLES in r or names.SAMPLE_BUDGET in r for r in rows)
         assert _validated(rows) == [0, 2, 4, 6, 8]
         assert sorted(np.load(runs[name] / "validation.npz").files) == ["correct", "n", "steps"]
         result = json.loads((runs[name] / "result.json").read_text())
         assert sorted(result) == ["cpu_s", "steps", "torch_threads", "wall_s"] and result["steps"] == STEPS
+
+
+def _first_steps_reaching(per_step: list[int], counts: list[int]) -> list[int]:
+    """Independently: the first step whose cumulative generated samples reach each count."""
+    cumulative = np.cumsum(per_step).tolist()
+    return [next(i + 1 for i, c in enumerate(cumulative) if c >= count) for count in counts]
+
+
+def test_the_collection_reads_budgeted_dapo_at_the_other_runs_validation_steps(runs) -> None:
+    """The report's reading: each validation stands at the step whose samples it first reached, so the
+    curve, its AUC and the problem units are on the step-budget axis (0, 2, 4, 6, 8 here)."""
+    from recipe import stats
+    from recipe.study.common.collect import PlannedRun, auc_units, run_row, validation_curve
+    from recipe.study.common.sample_axis import step_equivalents, units_on_step_axis
+
+    rows = _rows(runs["dapo_budget"])
+    per_step = [int(r[names.GENERATED_SAMPLES]) for r in rows[1:]]
+    axis = list(range(TEST_FREQ, STEPS + 1, TEST_FREQ))
+    first = _first_steps_reaching(per_step, [s * BATCH * G for s in axis])
+    row, curve = run_row(
+        PlannedRun("pilot", "fast", "dapo_filter", 0, 1e-4, runs["dapo_budget"]), ["add", "max"]
+    )
+    assert sorted(curve) == [0, *axis] and row["val_steps"] == "0 2 4 6 8"
+    trained = validation_curve(rows)  # keyed by the steps the run trained
+    for equivalent, step in zip(axis, first, strict=True):
+        assert curve[equivalent] == trained[step]
+    assert row["steps"] == len(per_step) < STEPS
+    assert row["auc"] == pytest.approx(stats.auc([0, *axis], [curve[s]["all"] for s in [0, *axis]]))
+    plain, _ = run_row(PlannedRun("pilot", "fast", "grpo", 0, 1e-4, runs["grpo"]), ["add", "max"])
+    assert plain["val_steps"] == "0 2 4 6 8"  # a run budgeted in steps: as before
+    data = np.load(runs["dapo_budget"] / "validation.npz")
+    placed, placed_steps = units_on_step_axis(
+        data["correct"], data["steps"], step_equivalents(runs["dapo_budget"])
+    )
+    index = [0, *[data["steps"].tolist().index(s) for s in first]]
+    assert placed_steps.tolist() == [0, *axis] and np.array_equal(placed, data["correct"][index])
+    assert auc_units(placed, placed_steps).shape == (data["correct"].shape[1],)  # equally spaced: accepted
+
+
+def test_a_validation_that_reached_two_counts_stands_at_both(tmp_path: Path) -> None:
+    from recipe.study.common.sample_axis import step_equivalents, units_on_step_axis
+
+    correct = np.array([[0, 1], [1, 1], [2, 0], [3, 3]])
+    steps = np.array([0, 2, 5, 7])  # step 5's validation reached two counts (steps 4 and 6 of the budget)
+    axis = {"budget_steps": np.array([0, 2, 4, 6, 8]), "budget_index": np.array([0, 1, 2, 2, 3])}
+    np.savez(tmp_path / "validation.npz", steps=steps, correct=correct, n=4, **axis)
+    equivalents = step_equivalents(tmp_path)
+    assert equivalents == {0: [0], 2: [2], 5: [4, 6], 7: [8]}
+    placed, placed_steps = units_on_step_axis(correct, steps, equivalents)
+    assert placed_steps.tolist() == [0, 2, 4, 6, 8] and placed.tolist() == [
+        [0, 1],
+        [1, 1],
+        [2, 0],
+        [2, 0],
+        [3, 3],
+    ]
+    np.savez(tmp_path / "validation.npz", steps=steps, correct=correct, n=4)
+    assert step_equivalents(tmp_path) is None  # a run budgeted in steps is read as it is

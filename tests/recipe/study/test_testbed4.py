@@ -349,7 +349,8 @@ def test_the_plans_criteria_are_the_amendments() -> None:
 
 def test_only_dapo_runs_are_budgeted_in_generated_samples(tmp_path: Path) -> None:
     """Compute-matched DAPO (the amendment): the plans' dapo_filter runs carry the fast trainer's sample
-    budget (76,800 = 150 x 64 x 8) and finish by it; every other method's runs are as before."""
+    budget and finish by it (its value, 76,800 = 150 x 64 x 8: tests/recipe/study/test_fast_budget.py);
+    every other method's runs are as before."""
     from recipe.study.common import cli
     from recipe.study.common.jobs import SAMPLE_BUDGET_OVERRIDE
     from recipe.study.testbed.build import Testbed
@@ -362,4 +363,4 @@ def test_only_dapo_runs_are_budgeted_in_generated_samples(tmp_path: Path) -> Non
         matched = method == "dapo_filter"
         assert (SAMPLE_BUDGET_OVERRIDE in job.command) == matched
         assert (SAMPLE_BUDGET_OVERRIDE in job.fingerprint["overrides"]) == matched
-        assert job.samples == (76_800 if matched else None) and job.steps == 150
+        assert job.by_samples == matched and job.steps == 150

@@ -20,7 +20,10 @@ VALIDATION = "validation.npz"
 
 
 def step_equivalents(run_dir: Path) -> dict[int, list[int]] | None:
-    """validated step -> the step-budget steps it stands for (None: a run budgeted in steps)."""
+    """validated step -> the step-budget steps it stands for (None: a run budgeted in steps, or a real
+    trainer's run, which writes no ``validation.npz``)."""
+    if not (run_dir / VALIDATION).is_file():
+        return None
     data = np.load(run_dir / VALIDATION)
     if "budget_steps" not in data.files:
         return None

@@ -239,3 +239,5 @@ def test_a_validation_that_reached_two_counts_stands_at_both(tmp_path: Path) -> 
     ]
     np.savez(tmp_path / "validation.npz", steps=steps, correct=correct, n=4)
     assert step_equivalents(tmp_path) is None  # a run budgeted in steps is read as it is
+    (tmp_path / "validation.npz").unlink()
+    assert step_equivalents(tmp_path) is None  # so is a real trainer's run (metrics.jsonl only)

@@ -241,3 +241,23 @@ def test_a_validation_that_reached_two_counts_stands_at_both(tmp_path: Path) -> 
     assert step_equivalents(tmp_path) is None  # a run budgeted in steps is read as it is
     (tmp_path / "validation.npz").unlink()
     assert step_equivalents(tmp_path) is None  # so is a real trainer's run (metrics.jsonl only)
+
+
+def test_main_copo_refuses_the_fast_trainers_budget_before_ray_starts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """verl's trainer would ignore the key and train the step budget: it is refused, not ignored."""
+    import ray
+
+    import recipe.copo.main_copo as main_copo
+    from recipe.copo.config_check import compose
+
+    started: list[str] = []
+    monkeypatch.setattr(ray, "init", lambda *a, **k: started.append("ray.init"))
+    monkeypatch.setattr(
+        "recipe.cpu_backend.activation.activate", lambda *a, **k: started.append("cpu_backend")
+    )
+    config = compose([BUDGET, "trainer.device=cpu"], config_name="copo_cpu")
+    with pytest.raises(ValueError, match=r"fast\.\*: settings of the fast study trainer"):
+        main_copo.run_copo(config)
+    assert started == []

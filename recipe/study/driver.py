@@ -51,7 +51,7 @@ class Job:
         name: unique name, also the folder name under the runs folder.
         out: the run folder (metrics.jsonl, train.log, run.json, summary.json).
         command: argv of the training process.
-        steps: training steps the run must log to count as finished (with ``samples``: at most).
+        steps: training steps the run must log to count as finished (with ``by_samples``: at most).
         fingerprint: the settings that make this run what it is (JSON-able); compared on skip.
         env: environment variables added to the driver's for this process.
         cwd: working directory of the process.
@@ -179,8 +179,8 @@ def _finish(run: _Running, say: Callable[[str], None]) -> bool:
     steps = training_steps(rows)
     wall = time.time() - run.started
     samples, budget = sample_progress(rows)
-    by_samples = budget is not None and samples >= budget
-    reached = by_samples if run.job.by_samples else len(steps) >= run.job.steps
+    samples_reached = budget is not None and samples >= budget
+    reached = samples_reached if run.job.by_samples else len(steps) >= run.job.steps
     ok = run.popen.returncode == 0 and reached
     if ok:
         summary = {

@@ -98,6 +98,13 @@ class CopoTaskRunner:
 def run_copo(config: DictConfig) -> None:
     """Validate, then launch training (Ray init + remote TaskRunner), as verl's main_ppo does."""
     check_verl_version()
+    if config.get("fast") is not None:
+        # the fast study trainer's own section (recipe/study/fast/settings.py), e.g. its budget in generated
+        # samples: verl's trainer would ignore it and train a different budget than the config says
+        raise ValueError(
+            "fast.*: settings of the fast study trainer (python -m recipe.study.fast.run), not of main_copo; "
+            "remove them (main_copo's budget is trainer.total_training_steps)"
+        )
     # Before anything starts: verl's wandb.init only runs once every worker is up.
     check_wandb_ready(config.trainer.get("logger"))
     if config.trainer.device == "cpu":

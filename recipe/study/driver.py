@@ -51,7 +51,7 @@ class Job:
         name: unique name, also the folder name under the runs folder.
         out: the run folder (metrics.jsonl, train.log, run.json, summary.json).
         command: argv of the training process.
-        steps: training steps the run must log to count as finished.
+        steps: training steps the run must log to count as finished (with ``by_samples``: at most).
         fingerprint: the settings that make this run what it is (JSON-able); compared on skip.
         env: environment variables added to the driver's for this process.
         cwd: working directory of the process.
@@ -64,6 +64,11 @@ class Job:
     fingerprint: Mapping[str, Any]
     env: Mapping[str, str] = field(default_factory=dict)
     cwd: Path | None = None
+    # A fast run budgeted in generated samples (recipe/study/fast/budget.py) finishes when its rows'
+    # cumulative generated samples reach the budget its rows state (computed by the trainer from the
+    # config the fingerprint pins), after a number of steps it decides itself (DAPO's filter takes fewer
+    # than ``steps``). False: the run finishes by its step count.
+    by_samples: bool = False
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -89,7 +94,20 @@ def job_state(job: Job) -> str:
         return "todo"
     if summary.get("fingerprint") != _jsonable(job.fingerprint):
         return "stale"
+    if job.by_samples:
+        budget = summary.get("sample_budget")
+        return "done" if budget and int(summary.get("generated_samples", 0)) >= int(budget) else "todo"
     return "done" if int(summary.get("steps", 0)) >= job.steps else "todo"
+
+
+def sample_progress(rows: Sequence[Mapping[str, Any]]) -> tuple[int, int | None]:
+    """The largest cumulative generated-sample count the rows logged (0 without one) and the budget they
+    state (None without one)."""
+    counts = [
+        int(r[names.CUMULATIVE_GENERATED_SAMPLES]) for r in rows if names.CUMULATIVE_GENERATED_SAMPLES in r
+    ]
+    budgets = {int(r[names.SAMPLE_BUDGET]) for r in rows if names.SAMPLE_BUDGET in r}
+    return max(counts, default=0), (budgets.pop() if len(budgets) == 1 else None)
 
 
 def training_steps(rows: Sequence[Mapping[str, Any]]) -> list[int]:
@@ -160,11 +178,15 @@ def _finish(run: _Running, say: Callable[[str], None]) -> bool:
     rows = _show_progress(run, say)
     steps = training_steps(rows)
     wall = time.time() - run.started
-    ok = run.popen.returncode == 0 and len(steps) >= run.job.steps
+    samples, budget = sample_progress(rows)
+    samples_reached = budget is not None and samples >= budget
+    reached = samples_reached if run.job.by_samples else len(steps) >= run.job.steps
+    ok = run.popen.returncode == 0 and reached
     if ok:
         summary = {
             "fingerprint": _jsonable(run.job.fingerprint),
             "steps": len(steps),
+            **({"generated_samples": samples, "sample_budget": budget} if run.job.by_samples else {}),
             "wall_s": round(wall, 2),
             "started": run.started,
             "ended": time.time(),

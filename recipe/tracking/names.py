@@ -47,6 +47,9 @@ FILTER_GROUPS_EVICTED = "training/filter_groups/evicted_samples"
 FILTER_GROUPS_DISCARDED_SURPLUS = "training/filter_groups/discarded_surplus_samples"
 FILTER_GROUPS_DISCARDED = (FILTER_GROUPS_EVICTED, FILTER_GROUPS_DISCARDED_SURPLUS)
 GENERATED_SAMPLES = "training/generated_samples"  # responses generated, kept or not
+# the run so far, written only under a budget in generated samples (recipe/study/fast/budget.py)
+CUMULATIVE_GENERATED_SAMPLES = "training/cumulative_generated_samples"
+SAMPLE_BUDGET = "training/sample_budget"  # the run's budget in generated samples (same rows)
 GENERATION_ROUNDS = "training/generation_rounds"  # DAPO's generation rounds of a step
 
 # the fast study trainer (recipe/study/fast/run.py): wall and CPU seconds, and the group census

@@ -74,7 +74,9 @@ def run_phase(
 def fast_jobs(
     plan: StudyPlan, t: Testbed, todo: Sequence[tuple[str, int, float]], runs: Path, name_lr: bool = False
 ) -> list[Any]:
-    return study_jobs.fast_jobs(t, todo, runs, name_lr=name_lr, config_name=plan.config_name)
+    return study_jobs.fast_jobs(
+        t, todo, runs, name_lr=name_lr, config_name=plan.config_name, sample_matched=plan.sample_matched
+    )
 
 
 def tuning_plan(plan: StudyPlan) -> list[tuple[str, int, float]]:

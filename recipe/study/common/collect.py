@@ -16,6 +16,11 @@ Per run (fast trainer: ``metrics.jsonl``, ``validation.npz``, ``result.json``; r
   problem's area under its mean@k curve in integer units: ``units = c_0 + 2 c_1 + ... + 2 c_{V-2} +
   c_{V-1}`` over the V equally spaced validations (c: correct samples of k), so the problem's AUC is
   ``units / (2 k (V - 1))``.
+
+A run budgeted in generated samples (compute-matched DAPO) is read on the other runs' axis: its
+validations stand at the steps whose generated samples they were the first to reach
+(``recipe.study.common.sample_axis``), in ``runs.csv``'s curve columns, ``validation.csv`` and
+``problems.csv``; ``runs.csv``'s ``steps`` stays the steps it trained.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from recipe.study.common.jobs import USAGE
 from recipe.study.common.mechanism import COLUMNS as MECHANISM_COLUMNS
 from recipe.study.common.mechanism import mechanism_rows
 from recipe.study.common.plan import StudyPlan
+from recipe.study.common.sample_axis import on_step_axis, step_equivalents, units_on_step_axis
 from recipe.study.driver import SUMMARY
 from recipe.study.steps import write_csv
 from recipe.study.testbed.mixed import level_of
@@ -119,7 +125,8 @@ def _read_json(path: Path) -> dict[str, Any]:
 def run_row(run: PlannedRun, tasks: Sequence[str]) -> tuple[dict[str, Any], dict[int, dict[str, float]]]:
     """The run's ``runs.csv`` row and its validation curve."""
     rows = read_metrics_jsonl(run.path / "metrics.jsonl")
-    curve = validation_curve(rows)
+    # a run budgeted in generated samples (compute-matched DAPO) is read at the other runs' steps
+    curve = on_step_axis(validation_curve(rows), step_equivalents(run.path))
     if len(curve) < 2 or min(curve) != 0:
         raise ValueError(f"{run.path}: needs validations at step 0 and later, got steps {sorted(curve)}")
     training = [r for r in rows if int(r["step"]) > 0 and SIGNAL_NUM_RESPONSES in r]
@@ -247,11 +254,12 @@ def problem_columns(
     ks, vs = set(), set()
     for run in runs:
         data = np.load(run.path / "validation.npz")
-        units = auc_units(data["correct"], data["steps"])
+        correct, steps = units_on_step_axis(data["correct"], data["steps"], step_equivalents(run.path))
+        units = auc_units(correct, steps)
         if len(units) != len(problems):
             raise ValueError(f"{run.path}: {len(units)} validation problems, the testbed has {len(problems)}")
         ks.add(int(data["n"]))
-        vs.add(len(data["steps"]))
+        vs.add(len(steps))
         for row, u in zip(table, units.tolist(), strict=True):
             row[run.name] = int(u)
     if len(ks) > 1 or len(vs) > 1:

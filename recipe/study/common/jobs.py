@@ -29,6 +29,9 @@ CONFIG_PATH = REPO_ROOT / "recipe" / "copo" / "config" / f"{CONFIG_NAME}.yaml"
 FAST_MODULE = "recipe.study.fast.run"  # the fast trainer's command line: OUT, then main_copo's arguments
 # Bump when the fast trainer changes what a run computes: finished runs then count as stale.
 FAST_TRAINER_VERSION = 1
+# The fast trainer's budget in generated samples (recipe/study/fast/budget.py), this project's key: a
+# plan's ``sample_matched`` methods run with it, so DAPO's filter is compute-matched.
+SAMPLE_BUDGET_OVERRIDE = "+fast.budget_in_samples=true"
 
 
 def run_name(method: str, seed: int, lr: float | None = None) -> str:
@@ -102,15 +105,19 @@ def fast_jobs(
     steps: int | None = None,
     python: str = sys.executable,
     config_name: str = CONFIG_NAME,
+    sample_matched: Sequence[str] = (),
 ) -> list[Job]:
-    """One fast run per ``(method, seed, lr)`` of ``plan``, in order."""
+    """One fast run per ``(method, seed, lr)`` of ``plan``, in order; the ``sample_matched`` methods'
+    runs are budgeted in generated samples (they finish at the samples, not the steps)."""
     budget = planned_steps(steps, config_name)
     sha = workload_sha256(config_name)
     jobs = []
     for method, seed, lr in plan:
         name = run_name(method, seed, lr if name_lr else None)
         out = runs_dir / name
-        spec = run_spec(testbed, method, seed, lr, steps, config_name)
+        matched = method in sample_matched
+        extra = [SAMPLE_BUDGET_OVERRIDE] if matched else []
+        spec = run_spec(testbed, method, seed, lr, steps, config_name, extra=extra)
         args = spec.overrides()
         fingerprint = {
             "trainer": "fast",
@@ -125,7 +132,9 @@ def fast_jobs(
             "overrides": args,
         }
         command = [python, "-m", FAST_MODULE, str(out), *spec.argv()]
-        jobs.append(Job(name, out, command, budget, fingerprint, env=run_env(), cwd=REPO_ROOT))
+        jobs.append(
+            Job(name, out, command, budget, fingerprint, env=run_env(), cwd=REPO_ROOT, by_samples=matched)
+        )
     return jobs
 
 

@@ -58,6 +58,9 @@ class StudyPlan:
     # problems, its own folder whose model is the testbed's); (testbed, dry_run) -> the folder the runs
     # read. None: the testbed's own data.
     data: Callable[[Testbed, bool], Testbed] | None = None
+    # Methods whose fast runs are budgeted in generated samples, not steps (recipe/study/fast/budget.py):
+    # testbed v4's compute-matched DAPO. Empty: every run trains the workload's steps (v2, v3).
+    sample_matched: tuple[str, ...] = ()
 
     @property
     def pilot_methods(self) -> tuple[str, str]:

@@ -16,7 +16,15 @@ Writes into ``OUT_DIR``:
   zero_variance,accuracy,count}``) and the step's wall and CPU seconds (``perf/step_wall_s``,
   ``perf/step_cpu_s``);
 * ``validation.npz``: ``steps`` (V,) and ``correct`` (V, P) correct samples per validation problem;
-* ``result.json``: wall and CPU seconds of the whole run, written last (a run without it did not finish).
+* ``result.json``: wall and CPU seconds of the whole run and the steps trained, written last (a run
+  without it did not finish).
+
+With ``+fast.budget_in_samples=true`` (:mod:`recipe.study.fast.budget`; off by default, and then the files
+are as above) the run stops and validates by cumulative generated samples, and records them: every row
+has ``training/cumulative_generated_samples`` (0 at step 0) and ``training/sample_budget``, ``validation.npz``
+has ``generated_samples`` (V,) and the validations' places on the step budget's axis (``budget_steps``,
+``budget_index``: validation ``budget_index[j]`` stands at step ``budget_steps[j]``,
+:mod:`recipe.study.common.sample_axis`), and ``result.json`` has ``budget_samples`` and ``generated_samples``.
 """
 
 from __future__ import annotations
@@ -198,18 +206,46 @@ def run(config: Any, out_dir: str | Path) -> dict[str, Any]:
         row[names.PERF_VAL_WALL_S] = time.monotonic() - t_wall
         row[names.PERF_VAL_CPU_S] = time.process_time() - t_cpu
 
+    budget = s.sample_budget  # None: the budget is in steps (the default, rows as before)
+    cumulative = 0  # generated samples so far (recorded only with a sample budget)
+    val_samples: list[int] = []
+    # each validation's place on the step budget's axis: the steps whose sample counts it first reached
+    budget_steps: list[int] = []
+    budget_index: list[int] = []
+    trained = 0
     try:
         if s.val_before_train:
             row: dict[str, Any] = {}
+            if budget is not None:
+                row[names.CUMULATIVE_GENERATED_SAMPLES] = 0.0
+                row[names.SAMPLE_BUDGET] = float(budget.total)
+                val_samples.append(0)
+                budget_steps.append(0)
+                budget_index.append(0)
             validate_into(0, row)
             writer.write(row, step=0)
+        # with a sample budget every step generates >= train_batch_size x n samples, so the budget is
+        # reached within total_training_steps steps and this loop never ends before it
         for step in range(1, s.steps + 1):
             t_wall, t_cpu = time.monotonic(), time.process_time()
             row = fast.step(step)
             row[names.PERF_STEP_WALL_S] = time.monotonic() - t_wall
             row[names.PERF_STEP_CPU_S] = time.process_time() - t_cpu
             row[names.STEP_TIME] = row[names.PERF_STEP_WALL_S]
-            if (s.test_freq > 0 and step % s.test_freq == 0) or step == s.steps:
+            trained = step
+            if budget is None:
+                do_validate = (s.test_freq > 0 and step % s.test_freq == 0) or step == s.steps
+            else:
+                before, cumulative = cumulative, cumulative + int(row[names.GENERATED_SAMPLES])
+                row[names.CUMULATIVE_GENERATED_SAMPLES] = float(cumulative)
+                row[names.SAMPLE_BUDGET] = float(budget.total)  # the driver finishes the run by it
+                reached = budget.crossed(before, cumulative)
+                do_validate = bool(reached)
+                if do_validate:
+                    val_samples.append(cumulative)
+                    budget_steps.extend(m // budget.per_step for m in reached)
+                    budget_index.extend(len(val_samples) - 1 for _ in reached)
+            if do_validate:
                 validate_into(step, row)
             writer.write(row, step=step)
             print(
@@ -217,15 +253,25 @@ def run(config: Any, out_dir: str | Path) -> dict[str, Any]:
                 f"zero-var {row[names.GROUPS_ALL_ZERO_VARIANCE]:.2f}  {row[names.PERF_STEP_WALL_S]:.2f} s",
                 flush=True,
             )
+            if budget is not None and budget.exhausted(cumulative):
+                break
     finally:
         writer.close()
-    np.savez_compressed(out / VALIDATION, steps=np.array(val_steps), correct=np.stack(val_correct), n=n)
-    result = {
+    arrays: dict[str, Any] = {"steps": np.array(val_steps), "correct": np.stack(val_correct), "n": n}
+    if budget is not None:
+        arrays["generated_samples"] = np.array(val_samples)  # cumulative, at each validation
+        # the report's axis (docs/STUDY_PLAN.md): validation budget_index[j] stands at step budget_steps[j]
+        arrays["budget_steps"], arrays["budget_index"] = np.array(budget_steps), np.array(budget_index)
+    np.savez_compressed(out / VALIDATION, **arrays)
+    result: dict[str, Any] = {
         "wall_s": round(time.monotonic() - started_wall, 2),
         "cpu_s": round(time.process_time() - started_cpu, 2),
-        "steps": s.steps,
+        "steps": trained,  # = trainer.total_training_steps without a sample budget
         "torch_threads": torch.get_num_threads(),
     }
+    if budget is not None:
+        result["budget_samples"] = budget.total
+        result["generated_samples"] = cumulative
     (out / RESULT).write_text(json.dumps(result, indent=2) + "\n")
     return result
 

@@ -77,6 +77,11 @@ def _same_run(settings: Sequence[FastSettings], configs: Sequence[Any]) -> None:
             "algorithm.filter_groups.enable=True: DAPO's rounds differ per seed; the batched trainer does not "
             "run them (run the seeds one by one with recipe.study.fast.run)"
         )
+    if settings[0].budget_in_samples:
+        # without filtering it would equal the step budget, but the rows would lack the cumulative counts
+        raise FastConfigError(
+            "fast.budget_in_samples=True: the batched trainer budgets in steps (run it with recipe.study.fast.run)"
+        )
     seeds = [(s.data_seed, s.rollout_seed) for s in settings]
     if len(set(seeds)) != len(seeds):
         raise FastConfigError(f"run_seeds: two runs with the same seeds {seeds}")

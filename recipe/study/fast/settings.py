@@ -15,6 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from recipe.copo.estimators import ESTIMATORS, Estimator, estimator
 from recipe.copo.step import StepSettings
+from recipe.study.fast.budget import SampleBudget
 
 # The estimators the fast trainer runs: the rows of recipe/copo/estimators.py marked ``fast``.
 FAST_ESTIMATORS: tuple[str, ...] = tuple(name for name, row in ESTIMATORS.items() if row.fast)
@@ -54,6 +55,9 @@ class FastSettings:
         reuse_rollout_log_probs: ``algorithm.rollout_correction.bypass_mode`` (old log-probs are the
             rollout's; else the actor recomputes them before the update).
         actor: verl's ``ActorConfig`` (clip ratios, ``loss_agg_mode``, ``optim``), as the actor workers build it.
+        budget_in_samples: ``fast.budget_in_samples``, this project's key (not verl's; absent: false): read
+            ``steps`` and ``test_freq`` in generated samples (:mod:`recipe.study.fast.budget`), so that DAPO's
+            filter is compute-matched. Given as ``+fast.budget_in_samples=true``; only the fast trainer reads it.
     """
 
     estimator: str
@@ -82,6 +86,14 @@ class FastSettings:
     max_inflight_gen_batches: int
     reuse_rollout_log_probs: bool
     actor: Any = dataclasses.field(compare=False, repr=False)
+    budget_in_samples: bool = False
+
+    @property
+    def sample_budget(self) -> SampleBudget | None:
+        """The budget in generated samples, or None when the run's budget is in steps (the default)."""
+        if not self.budget_in_samples:
+            return None
+        return SampleBudget(per_step=self.batch_size * self.n, steps=self.steps, test_freq=self.test_freq)
 
     @property
     def row(self) -> Estimator:
@@ -150,6 +162,7 @@ class FastSettings:
             raise _refuse("data.seed / actor_rollout_ref.rollout.seed", None, "a fast run needs both seeds")
         val = rollout.val_kwargs
         actor = omega_conf_to_dataclass(actor_node)
+        budget_in_samples = _budget_in_samples(config)
         return cls(
             estimator=row.name,
             step=StepSettings.from_config(config) if row.recipe_step else None,
@@ -177,7 +190,25 @@ class FastSettings:
             max_inflight_gen_batches=int(filter_node.get("max_inflight_gen_batches", 1)),
             reuse_rollout_log_probs=bool(correction.get("bypass_mode", False)),
             actor=actor,
+            budget_in_samples=budget_in_samples,
         )
+
+
+FAST_KEYS = ("budget_in_samples",)  # the project's ``fast`` section: keys the fast trainer reads
+
+
+def _budget_in_samples(config: DictConfig) -> bool:
+    """``fast.budget_in_samples`` (absent: false); a typo'd key or a non-boolean is refused, not ignored."""
+    node = config.get("fast") or {}
+    unknown = sorted(set(node) - set(FAST_KEYS))
+    if unknown:
+        raise _refuse(
+            f"fast.{unknown[0]}", node[unknown[0]], f"the fast section's keys are {list(FAST_KEYS)}"
+        )
+    value = node.get("budget_in_samples", False)
+    if not isinstance(value, bool):
+        raise _refuse("fast.budget_in_samples", value, "must be true or false")
+    return value
 
 
 def load_config(path: str) -> DictConfig:

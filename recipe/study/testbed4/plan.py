@@ -104,6 +104,9 @@ def make_plan(regime: Regime) -> StudyPlan:
             ("copo_soft", "grpo"),
             ("dapo_filter", "grpo"),
         ),
+        # compute-matched DAPO (the amendment): its runs stop and validate at the other methods' generated
+        # samples (76,800; 0, 15,360, ..., 76,800), not their steps
+        sample_matched=("dapo_filter",),
         tuning_seeds=(4000,),  # disjoint from every confirmatory seed
         pilot_seeds=(4001, 4002),
         confirmatory_seeds=tuple(range(400, 420)),  # 20 seeds, never used before

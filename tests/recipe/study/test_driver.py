@@ -233,3 +233,43 @@ def test_dispatch_runs_the_action_and_turns_a_stop_signal_into_its_exit_code(
     assert driver.dispatch(commands, "ok", None) == 7
     assert driver.dispatch(commands, "stop", None) == 128 + signal.SIGTERM
     assert "stopped by SIGTERM; the running runs were stopped" in capsys.readouterr().err
+
+
+# A run budgeted in generated samples (recipe/study/fast/budget.py): argv out_dir budget; its steps generate
+# 20, 25, 25 samples and it stops, as a compute-matched DAPO run stops before its step count.
+SAMPLE_STAND_IN = textwrap.dedent(
+    """
+    import json, os, sys
+    path = os.path.join(sys.argv[1], "metrics.jsonl")
+    with open(path, "a") as f:
+        for step, cumulative in enumerate([0, 20, 45, 70]):
+            row = {"step": step, "training/cumulative_generated_samples": cumulative}
+            row["training/sample_budget"] = int(sys.argv[2])
+            if step:
+                row["critic/score/mean"] = 0.5
+            f.write(json.dumps(row) + "\\n")
+    """
+)
+
+
+@pytest.mark.parametrize(("samples", "ok"), [(64, True), (100, False)])
+def test_a_sample_budgeted_run_finishes_by_its_samples_not_its_steps(
+    tmp_path: Path, samples: int, ok: bool
+) -> None:
+    script = tmp_path / "sample_stand_in.py"
+    script.write_text(SAMPLE_STAND_IN)
+    out = tmp_path / "runs" / "dapo_filter-s0"
+    job = driver.Job(
+        name="dapo_filter-s0",
+        out=out,
+        command=[sys.executable, str(script), str(out), str(samples)],
+        steps=10,  # the step budget: an upper bound the run stops well before
+        fingerprint={"method": "dapo_filter"},
+        by_samples=True,
+    )
+    failed = driver.run_jobs([job], parallel=1, poll_s=0.05, say=lambda _: None)
+    assert failed == ([] if ok else ["dapo_filter-s0"])
+    assert driver.job_state(job) == ("done" if ok else "todo")
+    if ok:
+        summary = json.loads((out / driver.SUMMARY).read_text())
+        assert (summary["steps"], summary["generated_samples"], summary["sample_budget"]) == (3, 70, 64)

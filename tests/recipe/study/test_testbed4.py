@@ -345,3 +345,22 @@ def test_the_plans_criteria_are_the_amendments() -> None:
         for regime in p.REGIMES:
             share = census[(census.regime == regime.name) & (census.dataset == "all")].frac_all_wrong.iloc[0]
             assert abs(share - regime.all_wrong) <= 0.05, regime
+
+
+def test_only_dapo_runs_are_budgeted_in_generated_samples(tmp_path: Path) -> None:
+    """Compute-matched DAPO (the amendment): the plans' dapo_filter runs carry the fast trainer's sample
+    budget and finish by it (its value, 76,800 = 150 x 64 x 8: tests/recipe/study/test_fast_budget.py);
+    every other method's runs are as before."""
+    from recipe.study.common import cli
+    from recipe.study.common.jobs import SAMPLE_BUDGET_OVERRIDE
+    from recipe.study.testbed.build import Testbed
+
+    plan = p.PLANS["r40"]
+    assert plan.sample_matched == ("dapo_filter",)
+    todo = [(m, 400, 1e-4) for m in plan.methods]
+    jobs = cli.fast_jobs(plan, Testbed(tmp_path, "key"), todo, tmp_path / "runs")
+    for job, (method, _, _) in zip(jobs, todo, strict=True):
+        matched = method == "dapo_filter"
+        assert (SAMPLE_BUDGET_OVERRIDE in job.command) == matched
+        assert (SAMPLE_BUDGET_OVERRIDE in job.fingerprint["overrides"]) == matched
+        assert job.by_samples == matched and job.steps == 150

@@ -80,27 +80,29 @@ def group_census(groups: Sequence[Group], prefix: str = names.GROUPS_PREFIX) -> 
     return out
 
 
+def load_reward_and_policy(config: Any) -> tuple[Any, Any, Any]:
+    """(the rule-based reward function, the tokenizer, the fp32 sdpa policy) a fast run trains with, from
+    ``reward.custom_reward_function`` and ``actor_rollout_ref.model.path``."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from verl.trainer.ppo.reward import get_custom_reward_fn
+
+    reward_fn = get_custom_reward_fn(config)
+    if reward_fn is None:
+        raise ValueError("reward.custom_reward_function.path: the fast trainer needs a rule-based reward function")
+    path = str(config.actor_rollout_ref.model.path)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation="sdpa")
+    return reward_fn, tokenizer, model
+
+
 class FastRun:
     """The state of one run: model, optimizer, data stream; :meth:`step` trains one step."""
 
     def __init__(self, config: Any) -> None:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-        from verl.trainer.ppo.reward import get_custom_reward_fn
-
         from recipe.cpu_backend.sampling import SamplingParams
 
         self.settings = FastSettings.from_config(config)
-        reward_fn = get_custom_reward_fn(config)
-        if reward_fn is None:
-            raise ValueError(
-                "reward.custom_reward_function.path: the fast trainer needs a rule-based reward function"
-            )
-        self.reward_fn = reward_fn
-        path = str(config.actor_rollout_ref.model.path)
-        self.tokenizer = AutoTokenizer.from_pretrained(path)
-        self.model = AutoModelForCausalLM.from_pretrained(
-            path, dtype=torch.float32, attn_implementation="sdpa"
-        )
+        self.reward_fn, self.tokenizer, self.model = load_reward_and_policy(config)
         s = self.settings
         self.train = load_prompts(str(config.data.train_files), self.tokenizer, s.max_prompt_length)
         self.val = load_prompts(str(config.data.val_files), self.tokenizer, s.max_prompt_length)

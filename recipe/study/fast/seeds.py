@@ -47,6 +47,7 @@ from recipe.study.fast.run import (
     ROLLOUT_STREAM,
     VALIDATION,
     VALIDATION_STREAM,
+    load_reward_and_policy,
     step_row,
 )
 from recipe.study.fast.settings import FastConfigError, FastSettings
@@ -91,23 +92,12 @@ class ManySeeds:
     """The state of S runs: one grouped model and optimizer, a data stream and seeds per run."""
 
     def __init__(self, configs: Sequence[Any]) -> None:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-        from verl.trainer.ppo.reward import get_custom_reward_fn
-
         from recipe.cpu_backend.sampling import SamplingParams
 
         self.settings = [FastSettings.from_config(c) for c in configs]
         _same_run(self.settings, configs)
         config = configs[0]
-        reward_fn = get_custom_reward_fn(config)
-        if reward_fn is None:
-            raise ValueError(
-                "reward.custom_reward_function.path: the fast trainer needs a rule-based reward function"
-            )
-        self.reward_fn = reward_fn
-        path = str(config.actor_rollout_ref.model.path)
-        self.tokenizer = AutoTokenizer.from_pretrained(path)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation="sdpa")
+        self.reward_fn, self.tokenizer, model = load_reward_and_policy(config)
         self.model = GroupedQwen2.from_models([model] * len(configs))
         s = self.settings[0]
         self.train = load_prompts(str(config.data.train_files), self.tokenizer, s.max_prompt_length)

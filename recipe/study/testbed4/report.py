@@ -14,20 +14,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from recipe.study.census import CENSUS_COLUMNS as SHARED_CENSUS_COLUMNS
 from recipe.study.common.reporting import pct, read
 from recipe.study.testbed4 import budget, probe
 
 REGIME_COLUMNS = ["regime", "target", "level", "weight", "rate", "val_count", "train_count"]
-CENSUS_COLUMNS = [
-    "regime",
-    "dataset",
-    "groups",
-    "k",
-    "accuracy",
-    "frac_all_correct",
-    "frac_all_wrong",
-    "frac_mixed",
-]
+CENSUS_COLUMNS = ["regime", *SHARED_CENSUS_COLUMNS]  # the shared census's columns, per regime
 
 
 def rates_markdown(rates: pd.DataFrame) -> str:

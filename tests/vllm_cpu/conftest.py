@@ -8,14 +8,15 @@ failed or never ended fails each vllm_cpu test in its setup with the build log's
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 
 import pytest
 
 from tests.vllm_cpu.venv import wait_for_build
 
-_BUILD_PROBLEM: list[str] = []  # the message once the wait found a problem (asked once per session)
-_WAITED: list[bool] = []
+# The wait runs once a session; its outcome (None, or what went wrong) stands for every vLLM test.
+_build_problem = functools.cache(wait_for_build)
 
 
 def _is_vllm(item: pytest.Item) -> bool:
@@ -29,14 +30,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    if _is_vllm(item) and not _WAITED:
-        _WAITED.append(True)
-        problem = wait_for_build()
-        if problem:
-            _BUILD_PROBLEM.append(problem)
+    if _is_vllm(item):
+        _build_problem()
     yield
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    if _is_vllm(item) and _BUILD_PROBLEM:
-        pytest.fail(_BUILD_PROBLEM[0], pytrace=False)
+    problem = _build_problem() if _is_vllm(item) else None
+    if problem:
+        pytest.fail(problem, pytrace=False)

@@ -159,7 +159,7 @@ def test_the_regimes_workload_composes_at_the_papers_group_size() -> None:
         spec = run_spec(tb, method, 400, 1e-4, config_name=p.CONFIG_NAME)
         config = compose_and_validate(spec.overrides(), config_name=p.CONFIG_NAME)
         s = FastSettings.from_config(config)
-        assert s.n == p.G == 8 and s.batch_size >= 64 and s.steps == 150 and s.test_freq == 30
+        assert s.n == p.G == 8 and s.batch_size >= 64 and s.steps == 90 and s.test_freq == 30
         assert config.data.train_files == str(tb.data / "train.parquet")
         variant = method == "copo_variant_nonpositive"
         assert (s.step is not None and s.step.copo.wrong_answer_global == "nonpositive") == variant
@@ -349,7 +349,7 @@ def test_the_plans_criteria_are_the_amendments() -> None:
 
 def test_only_dapo_runs_are_budgeted_in_generated_samples(tmp_path: Path) -> None:
     """Compute-matched DAPO (the amendment): the plans' dapo_filter runs carry the fast trainer's sample
-    budget and finish by it (its value, 76,800 = 150 x 64 x 8: tests/recipe/study/test_fast_budget.py);
+    budget and finish by it (its value here 46,080 = 90 x 64 x 8; the rule: tests/recipe/study/test_fast_budget.py);
     every other method's runs are as before."""
     from recipe.study.common import cli
     from recipe.study.common.jobs import SAMPLE_BUDGET_OVERRIDE
@@ -363,4 +363,4 @@ def test_only_dapo_runs_are_budgeted_in_generated_samples(tmp_path: Path) -> Non
         matched = method == "dapo_filter"
         assert (SAMPLE_BUDGET_OVERRIDE in job.command) == matched
         assert (SAMPLE_BUDGET_OVERRIDE in job.fingerprint["overrides"]) == matched
-        assert job.by_samples == matched and job.steps == 150
+        assert job.by_samples == matched and job.steps == 90

@@ -171,7 +171,7 @@ def _leaves(node: Any, path: str = "") -> dict[str, Any]:
     return {path: node}
 
 
-def test_the_regimes_workload_is_v3s_with_only_the_group_size_and_batch_changed() -> None:
+def test_the_regimes_workload_is_v3s_with_only_the_group_size_batch_and_budget_changed() -> None:
     from omegaconf import OmegaConf
 
     from recipe.copo.config_check import compose
@@ -184,6 +184,7 @@ def test_the_regimes_workload_is_v3s_with_only_the_group_size_and_batch_changed(
         ".actor_rollout_ref.rollout.n": (8, 4),
         ".actor_rollout_ref.actor.ppo_mini_batch_size": (64, 16),
         ".trainer.project_name": ("copo-testbed4", "copo-testbed3"),
+        ".trainer.total_training_steps": (90, 150),  # the plan's accepted reduction ("Decided")
     }
 
 

@@ -2,7 +2,8 @@
 
 Launchers covered here: ``main_copo``, ``scripts/quickstart.sh`` (and the quickstart_run.py it
 starts), the SmolLM2 study driver (``scripts/study_cpu.py run``) and the testbed study driver
-(``recipe.study.driver``); the evaluation's is in tests/recipe/evaluation/test_stop.py.
+(``recipe.study.driver``), each over one real run (their stopping of several runs at once is tested with
+stand-in runs in tests/recipe/study); the evaluation's is in tests/recipe/evaluation/test_stop.py.
 
 SIGTERM is what ``timeout``, Slurm at the end of an allocation and ``docker stop`` send, to the
 launcher's process alone (not to its group). Each test starts the launcher in a session of its own,
@@ -81,6 +82,9 @@ def test_sigterm_to_quickstart_sh_mid_step_stops_everything(tmp_path: Path) -> N
 
 @pytest.mark.timeout(RUN_TIMEOUT_S + 300)
 def test_sigterm_to_smollm2_study_driver_mid_step_stops_everything(tmp_path: Path) -> None:
+    """The SmolLM2 driver over one real quickstart run: its stop must reach the trainer's Ray cluster. Both
+    runs of a chunk stopped: tests/recipe/study/test_smollm2.py (stand-in runs; a second trainer here only
+    doubled the start-up on two cores)."""
     from recipe.models.tiny import build_tiny_qwen2
 
     env = cpu_env()
@@ -89,26 +93,22 @@ def test_sigterm_to_smollm2_study_driver_mid_step_stops_everything(tmp_path: Pat
     subprocess.run([*prep, "--size", "32", "--val-size", "4", "--out", str(data)], env=env, check=True)
     runs = tmp_path / "runs"
     cmd = [sys.executable, "scripts/study_cpu.py", "run", "--model", str(build_tiny_qwen2(tmp_path / "tiny"))]
-    cmd += ["--data", str(data), "--runs", str(runs), "--steps", "30", "--methods", "grpo,copo_soft"]
-    cmd += ["--seeds", "0", "--parallel", "2", "--prompt-length", "512"]
-    metrics = [runs / f"{m}-s0" / "metrics.jsonl" for m in ("grpo", "copo_soft")]
+    cmd += ["--data", str(data), "--runs", str(runs), "--steps", "30", "--methods", "copo_soft"]
+    cmd += ["--seeds", "0", "--parallel", "1", "--prompt-length", "512"]
+    metrics = [runs / "copo_soft-s0" / "metrics.jsonl"]
     rc = _sigterm_after_step_one(cmd, env, metrics, tmp_path / "study.log")
     assert rc == 128 + signal.SIGTERM, f"the study driver should exit 143 after SIGTERM, got {rc}"
 
 
 @pytest.mark.timeout(RUN_TIMEOUT_S + 300)
 def test_sigterm_to_testbed_study_driver_mid_step_stops_everything(tmp_path: Path) -> None:
+    """The testbed driver (``recipe.study.driver.run_jobs``) over one real trainer: the driver's handling of
+    several runs at once is tests/recipe/study/test_driver.py's (stand-in runs, no trainer); what only a
+    real run shows is that a stop reaches the trainer's own Ray cluster, and one run shows it (a second
+    trainer beside it only doubled the test's start-up on two cores)."""
     runs = tmp_path / "runs"
-    cmd = [
-        sys.executable,
-        "-m",
-        "tests.e2e.tiny_testbed",
-        str(tmp_path / "cache"),
-        str(runs),
-        "50",
-        "grpo,copo_soft",
-    ]
-    metrics = [runs / f"{m}-s0" / "metrics.jsonl" for m in ("grpo", "copo_soft")]
+    cmd = [sys.executable, "-m", "tests.e2e.tiny_testbed", str(tmp_path / "cache"), str(runs), "50", "grpo"]
+    metrics = [runs / "grpo-s0" / "metrics.jsonl"]
     rc = _sigterm_after_step_one(cmd, cpu_env(), metrics, tmp_path / "testbed.log")
     assert rc == 128 + signal.SIGTERM, f"the testbed driver should exit 143 after SIGTERM, got {rc}"
 

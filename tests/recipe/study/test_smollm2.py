@@ -6,13 +6,18 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
+import signal
 import statistics
 import subprocess
 import sys
+import textwrap
+import time
 from pathlib import Path
 
 import pytest
 
+from recipe import proc
 from recipe.quickstart import run as qs
 from recipe.study import smollm2 as study
 from recipe.study.plots import plot_study
@@ -243,3 +248,44 @@ def test_study_plot_errors_name_the_problem(tmp_path: Path) -> None:
 def test_shell_wrapper_help_and_dry_run() -> None:
     out = subprocess.run(["bash", "scripts/study_cpu.sh", "--help"], cwd=REPO, capture_output=True, text=True)
     assert out.returncode == 0 and "STEPS" in out.stdout and "resum" in out.stdout
+
+
+# A study run that starts, writes its pid and then waits to be stopped (the quickstart run's place).
+_HANGING_RUN = "import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(600)"
+# The driver's main with the quickstart command replaced by the hanging stand-in (one pid file per run).
+_STUDY_MAIN = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from recipe.study import smollm2
+    code = sys.argv[1]
+    def stand_in(args, method, seed, out):
+        out.mkdir(parents=True, exist_ok=True)
+        return [sys.executable, "-c", code, str(out / "pid")]
+    smollm2.run_command = stand_in
+    sys.exit(smollm2.main(sys.argv[2:]))
+    """
+)
+
+
+def test_sigterm_to_the_study_driver_stops_every_run_of_its_chunk(tmp_path: Path) -> None:
+    """The SmolLM2 driver's own loop (not recipe.study.driver's): a SIGTERM to its pid stops both runs of
+    the running chunk, their whole groups, and it exits 143. A real trainer under it:
+    tests/e2e/test_stop.py (one run, whose stop must reach its Ray cluster)."""
+    runs = tmp_path / "runs"
+    argv = ["run", "--model", "/m", "--data", "/d", "--runs", str(runs), "--methods", "grpo,copo_soft"]
+    argv += ["--seeds", "0", "--parallel", "2"]
+    main = subprocess.Popen([sys.executable, "-c", _STUDY_MAIN, _HANGING_RUN, *argv], cwd=REPO)
+    pid_files = [runs / study.run_name(m, 0) / "pid" for m in ("grpo", "copo_soft")]
+    deadline = time.monotonic() + 120
+    while not all(p.is_file() and p.read_text() for p in pid_files):
+        assert time.monotonic() < deadline, "the stand-in runs did not start"
+        assert main.poll() is None, "the driver exited early"
+        time.sleep(0.05)
+    children = [int(p.read_text()) for p in pid_files]
+    main.send_signal(signal.SIGTERM)
+    assert main.wait(timeout=120) == 128 + signal.SIGTERM
+    for pid in children:
+        assert not proc.group_members(pid), f"stand-in run {pid} survived SIGTERM"
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)

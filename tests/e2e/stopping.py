@@ -78,3 +78,25 @@ def kill_tagged(tag: str) -> None:
     for line in tagged_processes(tag):
         with contextlib.suppress(ProcessLookupError):
             os.kill(int(line.split()[0]), 9)
+
+
+def sigterm_stops_stand_ins(driver: subprocess.Popen, pid_files: Sequence[Path], timeout: float = 120.0) -> None:
+    """Wait until every stand-in run under ``driver`` wrote its pid to its file, SIGTERM the driver's pid
+    alone, and assert that it exits 128 + SIGTERM and that no stand-in, nor anything in its group, is left."""
+    import signal
+
+    from recipe import proc
+
+    deadline = time.monotonic() + timeout
+    while not all(p.is_file() and p.read_text() for p in pid_files):
+        assert time.monotonic() < deadline, "the stand-in runs did not start"
+        assert driver.poll() is None, "the driver exited early"
+        time.sleep(0.05)
+    children = [int(p.read_text()) for p in pid_files]
+    driver.send_signal(signal.SIGTERM)
+    assert driver.wait(timeout=timeout) == 128 + signal.SIGTERM
+    for pid in children:
+        assert not proc.group_members(pid), f"stand-in run {pid} survived SIGTERM"
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, 0)
+            raise AssertionError(f"stand-in run {pid} is still alive after SIGTERM")

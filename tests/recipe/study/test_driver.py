@@ -4,18 +4,17 @@ order, skip, restart, stale folders, failures, the parallel limit and SIGTERM. N
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
 
 from recipe import proc
 from recipe.study import driver
+from tests.e2e.stopping import sigterm_stops_stand_ins
 
 # argv: out_dir steps mode; mode ok | fail | hang. Writes its pid, then step lines like the trainer.
 STAND_IN = textwrap.dedent(
@@ -206,19 +205,7 @@ def test_sigterm_stops_every_running_run(tmp_path: Path) -> None:
     main = subprocess.Popen(
         [sys.executable, "-c", _DRIVER_MAIN, json.dumps(spec)], cwd=Path(__file__).parents[3]
     )
-    pid_files = [jobs[0].out / "pid", jobs[1].out / "pid"]
-    deadline = time.monotonic() + 60
-    while not all(p.is_file() and p.read_text() for p in pid_files):
-        assert time.monotonic() < deadline, "the stand-in runs did not start"
-        assert main.poll() is None, "the driver exited early"
-        time.sleep(0.05)
-    children = [int(p.read_text()) for p in pid_files]
-    main.send_signal(signal.SIGTERM)
-    assert main.wait(timeout=60) == 128 + signal.SIGTERM
-    for pid in children:
-        assert not proc.group_members(pid), f"stand-in run {pid} survived SIGTERM"
-        with pytest.raises(ProcessLookupError):
-            os.kill(pid, 0)
+    sigterm_stops_stand_ins(main, [jobs[0].out / "pid", jobs[1].out / "pid"], timeout=60)
     assert not (jobs[2].out).exists()  # the third run never started
     assert all(driver.job_state(j) == "todo" for j in jobs)  # all of them run next time
 

@@ -6,22 +6,19 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import os
-import signal
 import statistics
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
 
-from recipe import proc
 from recipe.quickstart import run as qs
 from recipe.study import smollm2 as study
 from recipe.study.plots import plot_study
 from recipe.tracking import plots as plot_run
+from tests.e2e.stopping import sigterm_stops_stand_ins
 from tests.paths import REPO
 
 
@@ -277,15 +274,4 @@ def test_sigterm_to_the_study_driver_stops_every_run_of_its_chunk(tmp_path: Path
     argv += ["--seeds", "0", "--parallel", "2"]
     main = subprocess.Popen([sys.executable, "-c", _STUDY_MAIN, _HANGING_RUN, *argv], cwd=REPO)
     pid_files = [runs / study.run_name(m, 0) / "pid" for m in ("grpo", "copo_soft")]
-    deadline = time.monotonic() + 120
-    while not all(p.is_file() and p.read_text() for p in pid_files):
-        assert time.monotonic() < deadline, "the stand-in runs did not start"
-        assert main.poll() is None, "the driver exited early"
-        time.sleep(0.05)
-    children = [int(p.read_text()) for p in pid_files]
-    main.send_signal(signal.SIGTERM)
-    assert main.wait(timeout=120) == 128 + signal.SIGTERM
-    for pid in children:
-        assert not proc.group_members(pid), f"stand-in run {pid} survived SIGTERM"
-        with pytest.raises(ProcessLookupError):
-            os.kill(pid, 0)
+    sigterm_stops_stand_ins(main, pid_files)

@@ -1,9 +1,9 @@
 """The phases every testbed study runs, on its plan (``StudyPlan``): the command line's shared part.
 
     tune               # the learning-rate grid on the tuning seeds (fast trainer)
-    pilot              # the primary pair on the pilot seeds at the tuned rates
+    pilot              # the plan's pilot methods (v2, v3: the primary pair) on the pilot seeds at the tuned rates
     pilot-summarize    # -> pilot_runs.csv, learning_rates.json, the plan's tuning/power blocks
-    run                # the confirmatory runs (refused unless the plan and rates are committed)
+    run                # the confirmatory methods' runs (refused unless the plan and rates are committed)
     real               # the confirmation through verl's trainer (main_copo)
     summarize          # runs -> CSVs -> report, plots and the docs' generated blocks
 
@@ -89,6 +89,20 @@ def at_rates(
     return study_jobs.interleave(methods, seeds, {m: [rates[m]] for m in methods})
 
 
+def phase_methods_seeds(plan: StudyPlan, phase: str) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """The methods and seeds a phase at the tuned rates runs (``pilot``, ``confirmatory``, ``real``)."""
+    return {
+        "pilot": (plan.pilot_methods, plan.pilot_seeds),
+        "confirmatory": (plan.confirmatory_methods, plan.confirmatory_seeds),
+        "real": (plan.real_trainer_methods, plan.real_trainer_seeds),
+    }[phase]
+
+
+def phase_plan(plan: StudyPlan, phase: str, rates: dict[str, float]) -> list[tuple[str, int, float]]:
+    """``(method, seed, lr)`` of every run of a phase at the tuned ``rates``, seed by seed."""
+    return at_rates(*phase_methods_seeds(plan, phase), rates)
+
+
 def cmd_tune(plan: StudyPlan, args: argparse.Namespace) -> int:
     t = testbed(plan, args.dry_run)
     return run_phase(
@@ -98,7 +112,7 @@ def cmd_tune(plan: StudyPlan, args: argparse.Namespace) -> int:
 
 def cmd_pilot(plan: StudyPlan, args: argparse.Namespace) -> int:
     t = testbed(plan, args.dry_run)
-    todo = at_rates(plan.pilot_methods, plan.pilot_seeds, plan.learning_rates())
+    todo = phase_plan(plan, "pilot", plan.learning_rates())
     return run_phase(fast_jobs(plan, t, todo, args.runs / "pilot"), args, t, "pilot")
 
 
@@ -119,7 +133,7 @@ def cmd_run(plan: StudyPlan, args: argparse.Namespace) -> int:
     jobs = fast_jobs(
         plan,
         t,
-        at_rates(plan.methods, plan.confirmatory_seeds, plan.learning_rates()),
+        phase_plan(plan, "confirmatory", plan.learning_rates()),
         args.runs / "confirmatory",
     )
     deadline = plan.confirmatory_deadline_utc
@@ -129,7 +143,7 @@ def cmd_run(plan: StudyPlan, args: argparse.Namespace) -> int:
 
 def cmd_real(plan: StudyPlan, args: argparse.Namespace) -> int:
     t = testbed(plan, args.dry_run)
-    todo = at_rates(plan.real_trainer_methods, plan.real_trainer_seeds, plan.learning_rates())
+    todo = phase_plan(plan, "real", plan.learning_rates())
     steps = study_jobs.planned_steps(None, plan.config_name)
     # validation at step 0 and after the last step only: verl's sampling of 4 x 1024 answers is minutes
     extra = format_overrides({"trainer.test_freq": steps, "trainer.logger": ["console"]})
@@ -146,13 +160,8 @@ def planned_runs(plan: StudyPlan, runs: Path, rates: dict[str, float] | None) ->
         for m, s, lr in tuning_plan(plan)
     ]
     if rates is not None:
-        phases = (
-            ("pilot", "fast", plan.pilot_methods, plan.pilot_seeds),
-            ("confirmatory", "fast", plan.methods, plan.confirmatory_seeds),
-            ("real", "main_copo", plan.real_trainer_methods, plan.real_trainer_seeds),
-        )
-        for phase, trainer, methods, seeds in phases:
-            for m, s, lr in at_rates(methods, seeds, rates):
+        for phase, trainer in (("pilot", "fast"), ("confirmatory", "fast"), ("real", "main_copo")):
+            for m, s, lr in phase_plan(plan, phase, rates):
                 out.append(PlannedRun(phase, trainer, m, s, lr, runs / phase / study_jobs.run_name(m, s)))
     return [r for r in out if (r.path / SUMMARY).is_file()]
 
@@ -171,7 +180,7 @@ def write_machine_csv(runs: Path, docs: Path) -> None:
 
 def complete_seeds(plan: StudyPlan, runs: list[PlannedRun]) -> list[PlannedRun]:
     """The runs of the seeds whose runs of every method finished, per phase (the plan's time-based stop)."""
-    methods = {"confirmatory": set(plan.methods), "real": set(plan.real_trainer_methods)}
+    methods = {phase: set(phase_methods_seeds(plan, phase)[0]) for phase in ("confirmatory", "real")}
     done: dict[tuple[str, int], set[str]] = {}
     for r in runs:
         done.setdefault((r.phase, r.seed), set()).add(r.method)
@@ -252,7 +261,7 @@ def build_parser(
     common.add_argument("--docs", type=Path, default=plan.docs_dir, help="committed CSVs and report (default %(default)s)")
     for name, text in (
         ("tune", "learning-rate grid on the tuning seeds"),
-        ("pilot", "primary pair on the pilot seeds"),
+        ("pilot", "the plan's pilot methods on the pilot seeds"),
         ("run", "confirmatory runs"),
         ("real", "verl-trainer confirmation"),
     ):

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from recipe import stats as paired
+from recipe.study.common import rates as lr_rule
 from recipe.study.common.plan import StudyPlan
 from recipe.study.common.reporting import Comparison, interval, p_is, pct, problem_auc, pvalue, read
 
@@ -181,12 +182,25 @@ def mde_markdown(plan: StudyPlan, pilot: pd.DataFrame, runs: pd.DataFrame | None
 
 
 def choose_learning_rates(plan: StudyPlan, tuning: pd.DataFrame) -> dict[str, float]:
-    """Per method, the grid learning rate with the highest mean AUC over the tuning seeds (ties: the smaller)."""
+    """Per method, the learning rate run with the highest mean AUC over the tuning seeds (ties: the smaller)."""
     out = {}
     for method in plan.methods:
         means = tuning[tuning.method == method].groupby("lr").auc.mean()
-        best = means.max()
-        out[method] = float(min(lr for lr, v in means.items() if v == best))
+        out[method] = float(lr_rule.best_rate({float(lr): float(v) for lr, v in means.items()}))
+    return out
+
+
+def edge_extensions(plan: StudyPlan, tuning: pd.DataFrame) -> dict[str, float]:
+    """Per method whose chosen rate sits on an edge of its rates run (with ``plan.extend_lr_grid``): the rate
+    the rule runs next, beyond that edge. Empty: every chosen rate lies inside (or the plan does not extend)."""
+    if not plan.extend_lr_grid:
+        return {}
+    chosen = choose_learning_rates(plan, tuning)
+    out = {}
+    for method, lr in chosen.items():
+        more = lr_rule.beyond_edge(sorted(set(tuning[tuning.method == method].lr)), lr)
+        if more is not None:
+            out[method] = more
     return out
 
 

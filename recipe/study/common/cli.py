@@ -1,6 +1,6 @@
 """The phases every testbed study runs, on its plan (``StudyPlan``): the command line's shared part.
 
-    tune               # the learning-rate grid on the tuning seeds (fast trainer)
+    tune               # the learning-rate grid on the tuning seeds (fast trainer), extended beyond an edge if the plan says so
     pilot              # the plan's pilot methods (v2, v3: the primary pair) on the pilot seeds at the tuned rates
     pilot-summarize    # -> pilot_runs.csv, learning_rates.json, the plan's tuning/power blocks
     run                # the confirmatory methods' runs (refused unless the plan and rates are committed)
@@ -27,6 +27,7 @@ from typing import Any
 
 from recipe.launch import format_overrides
 from recipe.study.common import jobs as study_jobs
+from recipe.study.common import rates as lr_rule
 from recipe.study.common.collect import PlannedRun
 from recipe.study.common.plan import StudyPlan
 from recipe.study.machine import MACHINE_LOG, committed, record_machine
@@ -79,8 +80,38 @@ def fast_jobs(
     )
 
 
-def tuning_plan(plan: StudyPlan) -> list[tuple[str, int, float]]:
-    return study_jobs.interleave(plan.methods, plan.tuning_seeds, {m: plan.lr_grid for m in plan.methods})
+def finished_auc(plan: StudyPlan, tuning_dir: Path, method: str, lr: float) -> float | None:
+    """Mean AUC over the tuning seeds of ``method`` at ``lr`` (None until every seed's run finished),
+    read as the collection reads it (compute-matched DAPO on the sample axis) and as ``pilot_runs.csv``
+    states it (6 significant digits), so that ``tune`` and ``pilot-summarize`` choose alike."""
+    from recipe.study.common.collect import run_row
+    from recipe.study.driver import SUMMARY
+
+    values = []
+    for seed in plan.tuning_seeds:
+        path = tuning_dir / study_jobs.run_name(method, seed, lr)
+        if not (path / SUMMARY).is_file():
+            return None
+        auc = run_row(PlannedRun("tuning", "fast", method, seed, lr, path), plan.tasks)[0]["auc"]
+        values.append(float(f"{auc:.6g}"))
+    return sum(values) / len(values)
+
+
+def tuning_rates(plan: StudyPlan, tuning_dir: Path | None = None) -> dict[str, list[float]]:
+    """Per method, the rates its tuning runs: the plan's grid, and with ``plan.extend_lr_grid`` each
+    extension beyond an edge that the finished runs in ``tuning_dir`` demand (``recipe.study.common.rates``)."""
+    if not plan.extend_lr_grid or tuning_dir is None:
+        return {m: list(plan.lr_grid) for m in plan.methods}
+    return {
+        m: lr_rule.rate_chain(plan.lr_grid, partial(finished_auc, plan, tuning_dir, m), extend=True)
+        for m in plan.methods
+    }
+
+
+def tuning_plan(plan: StudyPlan, tuning_dir: Path | None = None) -> list[tuple[str, int, float]]:
+    """``(method, seed, lr)`` of every tuning run (the grid's, then the extensions' as far as the finished
+    runs in ``tuning_dir`` decide them)."""
+    return study_jobs.interleave(plan.methods, plan.tuning_seeds, tuning_rates(plan, tuning_dir))
 
 
 def at_rates(
@@ -104,10 +135,20 @@ def phase_plan(plan: StudyPlan, phase: str, rates: dict[str, float]) -> list[tup
 
 
 def cmd_tune(plan: StudyPlan, args: argparse.Namespace) -> int:
+    """The grid, then (``plan.extend_lr_grid``) round after round the extensions the finished runs demand,
+    until the chosen rate of every method lies inside its rates (a dry run shows the next round only)."""
     t = testbed(plan, args.dry_run)
-    return run_phase(
-        fast_jobs(plan, t, tuning_plan(plan), args.runs / "tuning", name_lr=True), args, t, "tuning"
-    )
+    tuning_dir = args.runs / "tuning"
+    todo = tuning_plan(plan, tuning_dir)
+    phase = "tuning"
+    while True:
+        code = run_phase(fast_jobs(plan, t, todo, tuning_dir, name_lr=True), args, t, phase)
+        if code or args.dry_run:
+            return code
+        more = tuning_plan(plan, tuning_dir)
+        if more == todo:
+            return 0
+        todo, phase = more, "tuning extension"
 
 
 def cmd_pilot(plan: StudyPlan, args: argparse.Namespace) -> int:
@@ -157,7 +198,7 @@ def planned_runs(plan: StudyPlan, runs: Path, rates: dict[str, float] | None) ->
 
     out = [
         PlannedRun("tuning", "fast", m, s, lr, runs / "tuning" / study_jobs.run_name(m, s, lr))
-        for m, s, lr in tuning_plan(plan)
+        for m, s, lr in tuning_plan(plan, runs / "tuning")
     ]
     if rates is not None:
         for phase, trainer in (("pilot", "fast"), ("confirmatory", "fast"), ("real", "main_copo")):
@@ -199,16 +240,27 @@ def cmd_pilot_summarize(study: Study, args: argparse.Namespace) -> int:
     plan = study.plan
     problems = collect.validation_problems(testbed(plan).data / "val.parquet")
     tuning = [r for r in planned_runs(plan, args.runs, None) if r.phase == "tuning"]
-    if len(tuning) < len(tuning_plan(plan)):
+    planned = tuning_plan(plan, args.runs / "tuning")
+    if len(tuning) < len(planned):
+        finished = {r.name for r in tuning}
+        missing = [n for m, s, lr in planned if (n := study_jobs.run_name(m, s, lr)) not in finished]
         raise SystemExit(
-            f"pilot-summarize: {len(tuning)} of {len(tuning_plan(plan))} tuning runs finished; run `tune` first"
+            f"pilot-summarize: {len(tuning)} of {len(planned)} tuning runs finished (the grid"
+            + (" and the extensions beyond an edge that the finished runs demand" if plan.extend_lr_grid else "")
+            + f"); run `tune` first (it runs: {', '.join(missing)})"
         )
     rates = plan.learning_rates() if plan.learning_rates_file.is_file() else None
     pilot = [r for r in planned_runs(plan, args.runs, rates) if r.phase in ("tuning", "pilot")]
     collect.collect(plan, pilot, problems, args.docs, prefix="pilot_")
-    chosen = analysis.choose_learning_rates(
-        plan, pd.read_csv(args.docs / "pilot_runs.csv").query("phase == 'tuning'")
-    )
+    tuning_csv = pd.read_csv(args.docs / "pilot_runs.csv").query("phase == 'tuning'")
+    chosen = analysis.choose_learning_rates(plan, tuning_csv)
+    on_edge = analysis.edge_extensions(plan, tuning_csv)
+    if on_edge:  # tune's chain reads the same AUCs, so this holds only when tune has not run since
+        todo = [study_jobs.run_name(m, s, lr) for m, lr in on_edge.items() for s in plan.tuning_seeds]
+        raise SystemExit(
+            f"pilot-summarize: the chosen rate of {', '.join(on_edge)} sits on an edge of the rates run; the rule "
+            f"extends the grid beyond it: run `tune` again (it runs: {', '.join(todo)})"
+        )
     if rates is not None and rates != chosen:
         raise SystemExit(f"{plan.learning_rates_file} holds {rates}, the tuning runs choose {chosen}")
     plan.learning_rates_file.write_text(

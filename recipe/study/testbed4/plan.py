@@ -116,6 +116,7 @@ def make_plan(regime: Regime) -> StudyPlan:
         confirmatory_seeds=tuple(range(400, 420)),  # 20 seeds, never used before
         real_trainer_seeds=(400, 401, 402),  # item 6: >= 3 seeds, best and worst regime
         lr_grid=(1e-4, 2e-4, 4e-4),
+        extend_lr_grid=True,  # per method and regime, beyond an edge the chosen rate sits on (x 2)
         learning_rates_file=Path(__file__).with_name(f"learning_rates_{regime.name}.json"),
         rate_rule="highest mean AUC over the tuning seeds (ties: the smaller rate); a rate on the grid's "
         "edge extends the grid by a factor of 2 beyond it for that method and regime",

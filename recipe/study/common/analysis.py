@@ -93,13 +93,19 @@ def regime(blocks: pd.DataFrame, method: str) -> pd.DataFrame:
     return blocks[blocks.method == method].groupby(["task", "first_step"])[list(SHARES)].mean()
 
 
+def learning_criterion(plan: StudyPlan, runs: pd.DataFrame) -> tuple[paired.PairedT, bool]:
+    """The validation accuracy gain (final - start) over ``runs`` (one method's seeds), and whether it meets
+    the plan's learning criterion (mean >= ``gain_target``, its interval above ``gain_floor``)."""
+    gain = paired.paired_t((runs.final - runs.start).tolist(), plan.alpha)
+    return gain, gain.mean >= plan.gain_target and gain.low > plan.gain_floor
+
+
 def criteria(
     plan: StudyPlan, runs: pd.DataFrame, blocks: pd.DataFrame, method: str | None = None
 ) -> dict[str, Any]:
     """The testbed's learning and regime criteria for ``method`` (the baseline by default)."""
     method = plan.baseline if method is None else method
-    mine = runs[runs.method == method]
-    gain = paired.paired_t((mine.final - mine.start).tolist(), plan.alpha)
+    gain, gain_ok = learning_criterion(plan, runs[runs.method == method])
     per_block = regime(blocks, method)
     lowest = {task: {k: float(per_block.loc[task][k].min()) for k in SHARES} for task in (*plan.tasks, "all")}
     tasks_ok = all(
@@ -108,7 +114,7 @@ def criteria(
     )
     return {
         "gain": gain,
-        "gain_ok": gain.mean >= plan.gain_target and gain.low > plan.gain_floor,
+        "gain_ok": gain_ok,
         "regime": lowest,
         "regime_ok": lowest["all"]["zero_variance"] >= plan.zero_variance_min and tasks_ok,
     }

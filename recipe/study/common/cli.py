@@ -269,7 +269,7 @@ def cmd_pilot_summarize(study: Study, args: argparse.Namespace) -> int:
     write_machine_csv(args.runs, args.docs)
     fragments = study.report(args.docs)
     docs.update_docs(fragments, prefix=plan.doc_prefix)
-    print("\n".join(fragments.get(k, "") for k in ("tuning", "tuning_criteria", "pilot")))
+    print("\n".join(fragments.get(k, "") for k in ("tuning", "tuning_criteria", "pilot", "pilot_methods")))
     return 0
 
 

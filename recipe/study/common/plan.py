@@ -71,6 +71,7 @@ class StudyPlan:
     # The learning-rate rule extends the grid by a factor of 2 beyond an edge the chosen rate sits on,
     # until it lies inside (testbed v4); False: the grid as it is (v2, v3).
     extend_lr_grid: bool = False
+    docs_folder: Path | None = None  # the committed CSVs' folder; None: docs/study_cpu/<name>
 
     def __post_init__(self) -> None:
         # frozen: the defaults of the phase method sets are filled in once, here
@@ -110,7 +111,7 @@ class StudyPlan:
 
     @property
     def docs_dir(self) -> Path:
-        return REPO_ROOT / "docs" / "study_cpu" / self.name
+        return REPO_ROOT / "docs" / "study_cpu" / self.name if self.docs_folder is None else self.docs_folder
 
     def learning_rates(self) -> dict[str, float]:
         """The tuned learning rate of every method (raises when the tuning has not been summarised)."""

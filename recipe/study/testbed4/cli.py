@@ -7,10 +7,13 @@
     study_testbed4.py probe          # GRPO per regime on the tuning seed (tuning data) -> probe.csv
     study_testbed4.py docs           # the CSVs -> the docs' testbed4/* blocks
     study_testbed4.py r40 tune ...   # a shared phase (tune, pilot, run, real) of one regime's plan
+    study_testbed4.py r40 pilot-summarize   # its tuning and pilot -> learning_rates_r40.json, CSVs, blocks
 
 The shared phases are ``recipe.study.common.cli``'s on the regime's ``StudyPlan`` (``plan.PLANS``),
-whose runs read the regime's data folder; the per-regime report of those runs is not built yet, so
-``pilot-summarize`` and ``summarize`` stop with a message.
+whose runs read the regime's data folder. ``<regime> pilot-summarize`` writes the regime's tuning and
+pilot CSVs to ``docs/study_cpu/testbed4/<regime>/``, its ``learning_rates_<regime>.json`` and the docs'
+``testbed4_<regime>/*`` blocks (``regime_report``); ``summarize`` (the confirmatory report) stops with a
+message until it is built.
 """
 
 from __future__ import annotations
@@ -146,16 +149,20 @@ def cmd_docs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _no_report(docs: Path) -> dict[str, str]:
-    raise SystemExit("the regime map's per-regime report is not built yet (issue 37, item 7)")
+def _no_summary(args: argparse.Namespace) -> int:
+    raise SystemExit("the regime map's confirmatory report is not built yet (issue 37, item 7)")
 
 
 def regime_main(name: str, argv: list[str]) -> int:
+    from functools import partial
+
+    from recipe.study.testbed4 import regime_report
+
     plan = p.PLANS[name]
-    study = cli.Study(plan, _no_report, lambda fragments: "")
+    study = cli.Study(plan, partial(regime_report.report, plan), regime_report.summary_markdown)
     parser, _, _ = cli.build_parser(plan, __doc__ or "")
     args = parser.parse_args(argv)
-    commands = {"build": cmd_build, **cli.commands(study)}
+    commands = {"build": cmd_build, **cli.commands(study), "summarize": _no_summary}
     from recipe.study.driver import dispatch
 
     return dispatch(commands, args.action, args)

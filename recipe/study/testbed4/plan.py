@@ -118,6 +118,7 @@ def make_plan(regime: Regime) -> StudyPlan:
         lr_grid=(1e-4, 2e-4, 4e-4),
         extend_lr_grid=True,  # per method and regime, beyond an edge the chosen rate sits on (x 2)
         learning_rates_file=Path(__file__).with_name(f"learning_rates_{regime.name}.json"),
+        docs_folder=DOCS / regime.name,  # beside the testbed's own CSVs
         rate_rule="highest mean AUC over the tuning seeds (ties: the smaller rate); a rate on the grid's "
         "edge extends the grid by a factor of 2 beyond it for that method and regime",
         power_seeds=(20, 10),

@@ -81,6 +81,11 @@ def comparisons(
     return out
 
 
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm-adjusted p-values of a family (``recipe.stats.holm``; testbed v4's primary over its regimes)."""
+    return paired.holm(list(p_values))
+
+
 def verdict(plan: StudyPlan, c: Comparison, secondary: bool) -> str:
     p = c.holm_p if secondary else c.test.p
     if p is None or p > plan.alpha:

@@ -12,8 +12,9 @@
 The shared phases are ``recipe.study.common.cli``'s on the regime's ``StudyPlan`` (``plan.PLANS``),
 whose runs read the regime's data folder. ``<regime> pilot-summarize`` writes the regime's tuning and
 pilot CSVs to ``docs/study_cpu/testbed4/<regime>/``, its ``learning_rates_<regime>.json`` and the docs'
-``testbed4_<regime>/*`` blocks (``regime_report``); ``summarize`` (the confirmatory report) stops with a
-message until it is built.
+``testbed4_<regime>/*`` blocks (``regime_report``); ``<regime> summarize`` its confirmatory CSVs, figures and
+blocks there, then the map across the regimes (``regime_map``: the ``testbed4/regime_map`` and
+``testbed4/when_to_use`` blocks, once every regime's confirmatory runs are in).
 """
 
 from __future__ import annotations
@@ -149,8 +150,15 @@ def cmd_docs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _no_summary(args: argparse.Namespace) -> int:
-    raise SystemExit("the regime map's confirmatory report is not built yet (issue 37, item 7)")
+def summarize_regime(study: cli.Study, args: argparse.Namespace) -> int:
+    """The shared ``summarize`` of one regime, then the map across regimes (``testbed4/*`` blocks) from the
+    regimes' folders beside it."""
+    from recipe.study.common import docs
+    from recipe.study.testbed4 import report
+
+    code = cli.cmd_summarize(study, args)
+    docs.update_docs(report.report(args.docs.parent), prefix="testbed4/")
+    return code
 
 
 def regime_main(name: str, argv: list[str]) -> int:
@@ -162,7 +170,7 @@ def regime_main(name: str, argv: list[str]) -> int:
     study = cli.Study(plan, partial(regime_report.report, plan), regime_report.summary_markdown)
     parser, _, _ = cli.build_parser(plan, __doc__ or "")
     args = parser.parse_args(argv)
-    commands = {"build": cmd_build, **cli.commands(study), "summarize": _no_summary}
+    commands = {"build": cmd_build, **cli.commands(study), "summarize": partial(summarize_regime, study)}
     from recipe.study.driver import dispatch
 
     return dispatch(commands, args.action, args)

@@ -1,5 +1,9 @@
-"""One regime's tuning and pilot, from its committed CSVs (``docs/study_cpu/testbed4/<regime>/pilot_*.csv``):
-the docs' ``testbed4_<regime>/*`` blocks that ``study_testbed4.py <regime> pilot-summarize`` writes.
+"""One regime's tuning, pilot and confirmatory runs, from its committed CSVs (``docs/study_cpu/testbed4/<regime>/``):
+the docs' ``testbed4_<regime>/*`` blocks that ``study_testbed4.py <regime> pilot-summarize`` and ``summarize`` write.
+
+From ``runs.csv`` (the confirmatory runs; ``summarize``): ``comparisons`` (the primary, and the variant's two
+comparisons with Holm within the regime), ``methods``, ``criteria`` (GRPO's learning criterion), ``mechanism``
+and ``real_trainer`` (once run). From ``pilot_runs.csv`` (``pilot-summarize``):
 
 - ``tuning``: per method and learning rate run (the grid and its extensions beyond an edge), the AUC of
   validation mean@4 and the final accuracy on the tuning seed, and the chosen rate;
@@ -25,10 +29,15 @@ from recipe.study.common.plan import StudyPlan
 from recipe.study.common.reporting import interval, pct, read
 
 TITLES = {
+    "comparisons": "Comparisons (primary endpoint, confirmatory seeds)",
+    "methods": "Confirmatory methods",
+    "criteria": "Learning criterion on the confirmatory seeds",
+    "mechanism": "Mechanism: the advantage of wrong answers",
     "tuning": "Learning-rate tuning",
     "tuning_criteria": "Learning criterion on the tuning and pilot seeds",
     "pilot": "Smallest detectable effect",
     "pilot_methods": "Every method at its tuned rate (tuning and pilot seeds, descriptive)",
+    "real_trainer": "Confirmation through verl's trainer",
 }
 
 
@@ -112,9 +121,57 @@ def pilot_methods_markdown(plan: StudyPlan, at_chosen: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
+def methods_markdown(plan: StudyPlan, runs: pd.DataFrame) -> str:
+    lines = [
+        "| method | seeds | lr | AUC (%) | start (%) | final (%) | gain (points) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for method in plan.confirmatory_methods:
+        r = runs[runs.method == method]
+        if len(r) < 2:
+            continue
+        lines.append(
+            f"| {method} | {len(r)} | {r.lr.iloc[0]:g} | {a.seed_interval(plan, r.auc)} | {pct(r.start.mean())} | "
+            f"{a.seed_interval(plan, r.final)} | {a.seed_interval(plan, r.final - r.start, True)} |"
+        )
+    lines += [
+        "",
+        "Mean over the confirmatory seeds [95% t-interval]; validation mean@4 over the regime's validation problems; "
+        "AUC: trapezoid over the validation steps, divided by the budget's steps.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def confirmatory_fragments(plan: StudyPlan, docs: Path) -> dict[str, str]:
+    """The regime's confirmatory blocks (nothing before its ``runs.csv``)."""
+    from recipe.study.common.mechanism import mechanism_markdown
+
+    c = a.confirmatory(plan, docs)
+    if c is None or c.runs.empty:
+        return {}
+    grpo = c.runs[c.runs.method == plan.baseline]
+    gain, ok = a.learning_criterion(plan, grpo)
+    out = {
+        "comparisons": a.comparisons_markdown(plan, c.comps),
+        "methods": methods_markdown(plan, c.runs),
+        "criteria": (
+            f"- GRPO's validation accuracy gain (confirmatory seeds; final - step 0, mean@4, {gain.n} seeds): "
+            f"{interval(gain.mean, gain.low, gain.high)} points (95% t-interval); target >= {pct(plan.gain_target)} "
+            f"with the interval above {pct(plan.gain_floor, True)}: **{a.met(ok)}**.\n"
+        ),
+    }
+    mechanism = read(docs, "mechanism.csv")
+    if mechanism is not None:
+        out["mechanism"] = mechanism_markdown(plan, mechanism)
+    if len(c.real):
+        out["real_trainer"] = a.real_trainer_markdown(plan, c.real, c.runs)
+    return out
+
+
 def report(plan: StudyPlan, docs: Path) -> dict[str, str]:
-    """The regime's ``tuning`` / ``pilot`` blocks from ``docs``'s ``pilot_runs.csv`` (nothing before it)."""
-    out: dict[str, str] = {}
+    """The regime's blocks from ``docs``: ``tuning`` / ``pilot`` from ``pilot_runs.csv``, the confirmatory
+    ones from ``runs.csv`` (each left out before its phase has run)."""
+    out = confirmatory_fragments(plan, docs)
     pilot = read(docs, "pilot_runs.csv")
     if pilot is None:
         return out

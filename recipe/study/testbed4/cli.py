@@ -154,10 +154,13 @@ def summarize_regime(study: cli.Study, args: argparse.Namespace) -> int:
     """The shared ``summarize`` of one regime, then the map across regimes (``testbed4/*`` blocks) from the
     regimes' folders beside it."""
     from recipe.study.common import docs
-    from recipe.study.testbed4 import report
+    from recipe.study.testbed4 import map_plot, regime_map, report
 
     code = cli.cmd_summarize(study, args)
     docs.update_docs(report.report(args.docs.parent), prefix="testbed4/")
+    rows = regime_map.regime_map(p.PLANS, {r.name: r.all_wrong for r in p.REGIMES}, args.docs.parent)
+    if rows is not None:  # every regime's confirmatory runs are in
+        map_plot.plot_regime_map(rows, args.docs.parent / "regime_map.png")
     return code
 
 

@@ -96,6 +96,10 @@ def test_the_regime_map_and_when_to_use_from_synthetic_csvs(tmp_path: Path) -> N
     # the testbed's report states both blocks from the folder, and none while a regime is missing
     fragments = t4_report.report(tmp_path)
     assert fragments["regime_map"] == table and fragments["when_to_use"] == use
+    from recipe.study.testbed4 import map_plot
+
+    map_plot.plot_regime_map(rows, tmp_path / "regime_map.png")
+    assert (tmp_path / "regime_map.png").read_bytes()[:4] == b"\x89PNG"
     partial_docs = tmp_path / "partial"
     _write_csvs(partial_docs, ("r15", "r40"))
     assert regime_map.fragments(p.PLANS, TARGETS, partial_docs) == {}

@@ -23,6 +23,7 @@ METHOD_COLORS = {
     "copo_soft_with_zero": "tab:red",
     "copo_soft": "tab:orange",
     "dapo_filter": "tab:green",
+    "copo_variant_nonpositive": "tab:purple",  # this project's variant (testbed v4)
 }
 SIGNAL_PANELS = (
     ("frac_nonzero_adv", "responses with non-zero advantage"),

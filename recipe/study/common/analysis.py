@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from recipe import stats as paired
+from recipe.study.common import rates as lr_rule
 from recipe.study.common.plan import StudyPlan
 from recipe.study.common.reporting import Comparison, interval, p_is, pct, problem_auc, pvalue, read
 
@@ -80,6 +81,11 @@ def comparisons(
     return out
 
 
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm-adjusted p-values of a family (``recipe.stats.holm``; testbed v4's primary over its regimes)."""
+    return paired.holm(list(p_values))
+
+
 def verdict(plan: StudyPlan, c: Comparison, secondary: bool) -> str:
     p = c.holm_p if secondary else c.test.p
     if p is None or p > plan.alpha:
@@ -92,13 +98,19 @@ def regime(blocks: pd.DataFrame, method: str) -> pd.DataFrame:
     return blocks[blocks.method == method].groupby(["task", "first_step"])[list(SHARES)].mean()
 
 
+def learning_criterion(plan: StudyPlan, runs: pd.DataFrame) -> tuple[paired.PairedT, bool]:
+    """The validation accuracy gain (final - start) over ``runs`` (one method's seeds), and whether it meets
+    the plan's learning criterion (mean >= ``gain_target``, its interval above ``gain_floor``)."""
+    gain = paired.paired_t((runs.final - runs.start).tolist(), plan.alpha)
+    return gain, gain.mean >= plan.gain_target and gain.low > plan.gain_floor
+
+
 def criteria(
     plan: StudyPlan, runs: pd.DataFrame, blocks: pd.DataFrame, method: str | None = None
 ) -> dict[str, Any]:
     """The testbed's learning and regime criteria for ``method`` (the baseline by default)."""
     method = plan.baseline if method is None else method
-    mine = runs[runs.method == method]
-    gain = paired.paired_t((mine.final - mine.start).tolist(), plan.alpha)
+    gain, gain_ok = learning_criterion(plan, runs[runs.method == method])
     per_block = regime(blocks, method)
     lowest = {task: {k: float(per_block.loc[task][k].min()) for k in SHARES} for task in (*plan.tasks, "all")}
     tasks_ok = all(
@@ -107,7 +119,7 @@ def criteria(
     )
     return {
         "gain": gain,
-        "gain_ok": gain.mean >= plan.gain_target and gain.low > plan.gain_floor,
+        "gain_ok": gain_ok,
         "regime": lowest,
         "regime_ok": lowest["all"]["zero_variance"] >= plan.zero_variance_min and tasks_ok,
     }
@@ -181,12 +193,25 @@ def mde_markdown(plan: StudyPlan, pilot: pd.DataFrame, runs: pd.DataFrame | None
 
 
 def choose_learning_rates(plan: StudyPlan, tuning: pd.DataFrame) -> dict[str, float]:
-    """Per method, the grid learning rate with the highest mean AUC over the tuning seeds (ties: the smaller)."""
+    """Per method, the learning rate run with the highest mean AUC over the tuning seeds (ties: the smaller)."""
     out = {}
     for method in plan.methods:
         means = tuning[tuning.method == method].groupby("lr").auc.mean()
-        best = means.max()
-        out[method] = float(min(lr for lr, v in means.items() if v == best))
+        out[method] = float(lr_rule.best_rate({float(lr): float(v) for lr, v in means.items()}))
+    return out
+
+
+def edge_extensions(plan: StudyPlan, tuning: pd.DataFrame) -> dict[str, float]:
+    """Per method whose chosen rate sits on an edge of its rates run (with ``plan.extend_lr_grid``): the rate
+    the rule runs next, beyond that edge. Empty: every chosen rate lies inside (or the plan does not extend)."""
+    if not plan.extend_lr_grid:
+        return {}
+    chosen = choose_learning_rates(plan, tuning)
+    out = {}
+    for method, lr in chosen.items():
+        more = lr_rule.beyond_edge(sorted(set(tuning[tuning.method == method].lr)), lr)
+        if more is not None:
+            out[method] = more
     return out
 
 

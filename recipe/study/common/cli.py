@@ -1,9 +1,9 @@
 """The phases every testbed study runs, on its plan (``StudyPlan``): the command line's shared part.
 
-    tune               # the learning-rate grid on the tuning seeds (fast trainer)
-    pilot              # the primary pair on the pilot seeds at the tuned rates
+    tune               # the learning-rate grid on the tuning seeds (fast trainer), extended beyond an edge if the plan says so
+    pilot              # the plan's pilot methods (v2, v3: the primary pair) on the pilot seeds at the tuned rates
     pilot-summarize    # -> pilot_runs.csv, learning_rates.json, the plan's tuning/power blocks
-    run                # the confirmatory runs (refused unless the plan and rates are committed)
+    run                # the confirmatory methods' runs (refused unless the plan and rates are committed)
     real               # the confirmation through verl's trainer (main_copo)
     summarize          # runs -> CSVs -> report, plots and the docs' generated blocks
 
@@ -27,6 +27,7 @@ from typing import Any
 
 from recipe.launch import format_overrides
 from recipe.study.common import jobs as study_jobs
+from recipe.study.common import rates as lr_rule
 from recipe.study.common.collect import PlannedRun
 from recipe.study.common.plan import StudyPlan
 from recipe.study.machine import MACHINE_LOG, committed, record_machine
@@ -79,8 +80,38 @@ def fast_jobs(
     )
 
 
-def tuning_plan(plan: StudyPlan) -> list[tuple[str, int, float]]:
-    return study_jobs.interleave(plan.methods, plan.tuning_seeds, {m: plan.lr_grid for m in plan.methods})
+def finished_auc(plan: StudyPlan, tuning_dir: Path, method: str, lr: float) -> float | None:
+    """Mean AUC over the tuning seeds of ``method`` at ``lr`` (None until every seed's run finished),
+    read as the collection reads it (compute-matched DAPO on the sample axis) and as ``pilot_runs.csv``
+    states it (6 significant digits), so that ``tune`` and ``pilot-summarize`` choose alike."""
+    from recipe.study.common.collect import run_row
+    from recipe.study.driver import SUMMARY
+
+    values = []
+    for seed in plan.tuning_seeds:
+        path = tuning_dir / study_jobs.run_name(method, seed, lr)
+        if not (path / SUMMARY).is_file():
+            return None
+        auc = run_row(PlannedRun("tuning", "fast", method, seed, lr, path), plan.tasks)[0]["auc"]
+        values.append(float(f"{auc:.6g}"))
+    return sum(values) / len(values)
+
+
+def tuning_rates(plan: StudyPlan, tuning_dir: Path | None = None) -> dict[str, list[float]]:
+    """Per method, the rates its tuning runs: the plan's grid, and with ``plan.extend_lr_grid`` each
+    extension beyond an edge that the finished runs in ``tuning_dir`` demand (``recipe.study.common.rates``)."""
+    if not plan.extend_lr_grid or tuning_dir is None:
+        return {m: list(plan.lr_grid) for m in plan.methods}
+    return {
+        m: lr_rule.rate_chain(plan.lr_grid, partial(finished_auc, plan, tuning_dir, m), extend=True)
+        for m in plan.methods
+    }
+
+
+def tuning_plan(plan: StudyPlan, tuning_dir: Path | None = None) -> list[tuple[str, int, float]]:
+    """``(method, seed, lr)`` of every tuning run (the grid's, then the extensions' as far as the finished
+    runs in ``tuning_dir`` decide them)."""
+    return study_jobs.interleave(plan.methods, plan.tuning_seeds, tuning_rates(plan, tuning_dir))
 
 
 def at_rates(
@@ -89,16 +120,40 @@ def at_rates(
     return study_jobs.interleave(methods, seeds, {m: [rates[m]] for m in methods})
 
 
+def phase_methods_seeds(plan: StudyPlan, phase: str) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """The methods and seeds a phase at the tuned rates runs (``pilot``, ``confirmatory``, ``real``)."""
+    return {
+        "pilot": (plan.pilot_methods, plan.pilot_seeds),
+        "confirmatory": (plan.confirmatory_methods, plan.confirmatory_seeds),
+        "real": (plan.real_trainer_methods, plan.real_trainer_seeds),
+    }[phase]
+
+
+def phase_plan(plan: StudyPlan, phase: str, rates: dict[str, float]) -> list[tuple[str, int, float]]:
+    """``(method, seed, lr)`` of every run of a phase at the tuned ``rates``, seed by seed."""
+    return at_rates(*phase_methods_seeds(plan, phase), rates)
+
+
 def cmd_tune(plan: StudyPlan, args: argparse.Namespace) -> int:
+    """The grid, then (``plan.extend_lr_grid``) round after round the extensions the finished runs demand,
+    until the chosen rate of every method lies inside its rates (a dry run shows the next round only)."""
     t = testbed(plan, args.dry_run)
-    return run_phase(
-        fast_jobs(plan, t, tuning_plan(plan), args.runs / "tuning", name_lr=True), args, t, "tuning"
-    )
+    tuning_dir = args.runs / "tuning"
+    todo = tuning_plan(plan, tuning_dir)
+    phase = "tuning"
+    while True:
+        code = run_phase(fast_jobs(plan, t, todo, tuning_dir, name_lr=True), args, t, phase)
+        if code or args.dry_run:
+            return code
+        more = tuning_plan(plan, tuning_dir)
+        if more == todo:
+            return 0
+        todo, phase = more, "tuning extension"
 
 
 def cmd_pilot(plan: StudyPlan, args: argparse.Namespace) -> int:
     t = testbed(plan, args.dry_run)
-    todo = at_rates(plan.pilot_methods, plan.pilot_seeds, plan.learning_rates())
+    todo = phase_plan(plan, "pilot", plan.learning_rates())
     return run_phase(fast_jobs(plan, t, todo, args.runs / "pilot"), args, t, "pilot")
 
 
@@ -119,7 +174,7 @@ def cmd_run(plan: StudyPlan, args: argparse.Namespace) -> int:
     jobs = fast_jobs(
         plan,
         t,
-        at_rates(plan.methods, plan.confirmatory_seeds, plan.learning_rates()),
+        phase_plan(plan, "confirmatory", plan.learning_rates()),
         args.runs / "confirmatory",
     )
     deadline = plan.confirmatory_deadline_utc
@@ -129,7 +184,7 @@ def cmd_run(plan: StudyPlan, args: argparse.Namespace) -> int:
 
 def cmd_real(plan: StudyPlan, args: argparse.Namespace) -> int:
     t = testbed(plan, args.dry_run)
-    todo = at_rates(plan.real_trainer_methods, plan.real_trainer_seeds, plan.learning_rates())
+    todo = phase_plan(plan, "real", plan.learning_rates())
     steps = study_jobs.planned_steps(None, plan.config_name)
     # validation at step 0 and after the last step only: verl's sampling of 4 x 1024 answers is minutes
     extra = format_overrides({"trainer.test_freq": steps, "trainer.logger": ["console"]})
@@ -143,16 +198,11 @@ def planned_runs(plan: StudyPlan, runs: Path, rates: dict[str, float] | None) ->
 
     out = [
         PlannedRun("tuning", "fast", m, s, lr, runs / "tuning" / study_jobs.run_name(m, s, lr))
-        for m, s, lr in tuning_plan(plan)
+        for m, s, lr in tuning_plan(plan, runs / "tuning")
     ]
     if rates is not None:
-        phases = (
-            ("pilot", "fast", plan.pilot_methods, plan.pilot_seeds),
-            ("confirmatory", "fast", plan.methods, plan.confirmatory_seeds),
-            ("real", "main_copo", plan.real_trainer_methods, plan.real_trainer_seeds),
-        )
-        for phase, trainer, methods, seeds in phases:
-            for m, s, lr in at_rates(methods, seeds, rates):
+        for phase, trainer in (("pilot", "fast"), ("confirmatory", "fast"), ("real", "main_copo")):
+            for m, s, lr in phase_plan(plan, phase, rates):
                 out.append(PlannedRun(phase, trainer, m, s, lr, runs / phase / study_jobs.run_name(m, s)))
     return [r for r in out if (r.path / SUMMARY).is_file()]
 
@@ -171,7 +221,7 @@ def write_machine_csv(runs: Path, docs: Path) -> None:
 
 def complete_seeds(plan: StudyPlan, runs: list[PlannedRun]) -> list[PlannedRun]:
     """The runs of the seeds whose runs of every method finished, per phase (the plan's time-based stop)."""
-    methods = {"confirmatory": set(plan.methods), "real": set(plan.real_trainer_methods)}
+    methods = {phase: set(phase_methods_seeds(plan, phase)[0]) for phase in ("confirmatory", "real")}
     done: dict[tuple[str, int], set[str]] = {}
     for r in runs:
         done.setdefault((r.phase, r.seed), set()).add(r.method)
@@ -190,16 +240,27 @@ def cmd_pilot_summarize(study: Study, args: argparse.Namespace) -> int:
     plan = study.plan
     problems = collect.validation_problems(testbed(plan).data / "val.parquet")
     tuning = [r for r in planned_runs(plan, args.runs, None) if r.phase == "tuning"]
-    if len(tuning) < len(tuning_plan(plan)):
+    planned = tuning_plan(plan, args.runs / "tuning")
+    if len(tuning) < len(planned):
+        finished = {r.name for r in tuning}
+        missing = [n for m, s, lr in planned if (n := study_jobs.run_name(m, s, lr)) not in finished]
         raise SystemExit(
-            f"pilot-summarize: {len(tuning)} of {len(tuning_plan(plan))} tuning runs finished; run `tune` first"
+            f"pilot-summarize: {len(tuning)} of {len(planned)} tuning runs finished (the grid"
+            + (" and the extensions beyond an edge that the finished runs demand" if plan.extend_lr_grid else "")
+            + f"); run `tune` first (it runs: {', '.join(missing)})"
         )
     rates = plan.learning_rates() if plan.learning_rates_file.is_file() else None
     pilot = [r for r in planned_runs(plan, args.runs, rates) if r.phase in ("tuning", "pilot")]
     collect.collect(plan, pilot, problems, args.docs, prefix="pilot_")
-    chosen = analysis.choose_learning_rates(
-        plan, pd.read_csv(args.docs / "pilot_runs.csv").query("phase == 'tuning'")
-    )
+    tuning_csv = pd.read_csv(args.docs / "pilot_runs.csv").query("phase == 'tuning'")
+    chosen = analysis.choose_learning_rates(plan, tuning_csv)
+    on_edge = analysis.edge_extensions(plan, tuning_csv)
+    if on_edge:  # tune's chain reads the same AUCs, so this holds only when tune has not run since
+        todo = [study_jobs.run_name(m, s, lr) for m, lr in on_edge.items() for s in plan.tuning_seeds]
+        raise SystemExit(
+            f"pilot-summarize: the chosen rate of {', '.join(on_edge)} sits on an edge of the rates run; the rule "
+            f"extends the grid beyond it: run `tune` again (it runs: {', '.join(todo)})"
+        )
     if rates is not None and rates != chosen:
         raise SystemExit(f"{plan.learning_rates_file} holds {rates}, the tuning runs choose {chosen}")
     plan.learning_rates_file.write_text(
@@ -208,7 +269,7 @@ def cmd_pilot_summarize(study: Study, args: argparse.Namespace) -> int:
     write_machine_csv(args.runs, args.docs)
     fragments = study.report(args.docs)
     docs.update_docs(fragments, prefix=plan.doc_prefix)
-    print("\n".join(fragments.get(k, "") for k in ("tuning", "tuning_criteria", "pilot")))
+    print("\n".join(fragments.get(k, "") for k in ("tuning", "tuning_criteria", "pilot", "pilot_methods")))
     return 0
 
 
@@ -252,7 +313,7 @@ def build_parser(
     common.add_argument("--docs", type=Path, default=plan.docs_dir, help="committed CSVs and report (default %(default)s)")
     for name, text in (
         ("tune", "learning-rate grid on the tuning seeds"),
-        ("pilot", "primary pair on the pilot seeds"),
+        ("pilot", "the plan's pilot methods on the pilot seeds"),
         ("run", "confirmatory runs"),
         ("real", "verl-trainer confirmation"),
     ):

@@ -29,7 +29,7 @@ class StudyPlan:
     testbed: TestbedSpec | ContinuedSpec
     config_name: str  # the workload yaml in recipe/copo/config/
     tasks: tuple[str, ...]  # the testbed's tasks (the rows' data_source after ``name/``)
-    methods: tuple[str, ...]
+    methods: tuple[str, ...]  # every method the study tunes
     baseline: str
     primary: tuple[str, str]  # (treatment, control)
     secondary: tuple[tuple[str, str], ...]  # the Holm-corrected family, each (treatment, control)
@@ -61,10 +61,35 @@ class StudyPlan:
     # Methods whose fast runs are budgeted in generated samples, not steps (recipe/study/fast/budget.py):
     # testbed v4's compute-matched DAPO. Empty: every run trains the workload's steps (v2, v3).
     sample_matched: tuple[str, ...] = ()
+    # The methods each phase runs. Empty: the pilot runs the primary pair and the confirmatory phase every
+    # method (v2, v3). Testbed v4 pilots every method and confirms three (docs/STUDY_PLAN.md, "Decided").
+    pilot_methods: tuple[str, ...] = ()
+    confirmatory_methods: tuple[str, ...] = ()
+    # Comparisons stated on the tuning and pilot seeds without a test (testbed v4: the methods that are
+    # tuned and piloted but not confirmatory, each against the baseline), each (treatment, control).
+    descriptive: tuple[tuple[str, str], ...] = ()
+    # The learning-rate rule extends the grid by a factor of 2 beyond an edge the chosen rate sits on,
+    # until it lies inside (testbed v4); False: the grid as it is (v2, v3).
+    extend_lr_grid: bool = False
+    docs_folder: Path | None = None  # the committed CSVs' folder; None: docs/study_cpu/<name>
 
-    @property
-    def pilot_methods(self) -> tuple[str, str]:
-        return self.primary
+    def __post_init__(self) -> None:
+        # frozen: the defaults of the phase method sets are filled in once, here
+        if not self.pilot_methods:
+            object.__setattr__(self, "pilot_methods", tuple(self.primary))
+        if not self.confirmatory_methods:
+            object.__setattr__(self, "confirmatory_methods", tuple(self.methods))
+        problems = []
+        for label, group in (("pilot", self.pilot_methods), ("confirmatory", self.confirmatory_methods)):
+            problems += [f"{label} method {m} is not tuned" for m in group if m not in self.methods]
+        for treatment, control in (self.primary, *self.secondary):
+            problems += [f"{m} is compared but not confirmatory" for m in (treatment, control)
+                         if m not in self.confirmatory_methods]  # fmt: skip
+        for treatment, control in self.descriptive:
+            problems += [f"{m} is described but not piloted" for m in (treatment, control)
+                         if m not in self.pilot_methods]  # fmt: skip
+        if problems:
+            raise ValueError(f"plan {self.name}: " + "; ".join(problems))
 
     @property
     def real_trainer_methods(self) -> tuple[str, str]:
@@ -86,7 +111,7 @@ class StudyPlan:
 
     @property
     def docs_dir(self) -> Path:
-        return REPO_ROOT / "docs" / "study_cpu" / self.name
+        return REPO_ROOT / "docs" / "study_cpu" / self.name if self.docs_folder is None else self.docs_folder
 
     def learning_rates(self) -> dict[str, float]:
         """The tuned learning rate of every method (raises when the tuning has not been summarised)."""

@@ -6,9 +6,10 @@ a few GRPO steps at the regimes' workload (G = 8 x 64 prompts) on one regime's d
 seconds per run and step, per run and validation, the planned budget (steps, validation period) read
 from the composed config, and the load. A run costs ``steps x step + validations x validation``.
 
-The study (:class:`Design`): per regime, the tuning grid (every method at every rate on the tuning
-seeds), the pilot (the primary pair on the pilot seeds) and the confirmatory runs (every method on
-every confirmatory seed). The batched trainer can take only the confirmatory runs of a method that is
+The study (:class:`Design`): per regime, the tuning grid (every tuned method at every rate on the tuning
+seeds), the pilot and the confirmatory runs (every confirmatory method on every confirmatory seed); the
+rows: the planned design, the reductions weighed, and the accepted one (``ACCEPTED``, docs/STUDY_PLAN.md,
+"Decided"). The batched trainer can take only the confirmatory runs of a method that is
 not DAPO (a tuning run is one seed at one rate; DAPO's rounds differ per seed), so the rest are priced
 single. Compute-matched DAPO stops at the others' number of generated samples: priced as one run.
 """
@@ -41,17 +42,19 @@ class Design:
 
     label: str
     regimes: int = 3
-    methods: int = 5
+    methods: int = 5  # the confirmatory methods
     batchable_methods: int = 4  # all but dapo_filter
     confirmatory_seeds: int = 20
-    rates: int = 3  # the learning-rate grid
+    rates: int = 3  # the learning-rate grid (its extensions beyond an edge: not known before the tuning)
     tuning_seeds: int = 1
     pilot_runs: int = 4  # the primary pair x 2 pilot seeds
     steps_factor: float = 1.0  # a fraction of the planned steps (validation period kept)
+    tuned_methods: int | None = None  # the methods tuned (None: the confirmatory ones)
 
     def runs(self) -> dict[str, int]:
+        tuned = self.methods if self.tuned_methods is None else self.tuned_methods
         per = {
-            "tuning": self.methods * self.rates * self.tuning_seeds,
+            "tuning": tuned * self.rates * self.tuning_seeds,
             "pilot": self.pilot_runs,
             "confirmatory": self.methods * self.confirmatory_seeds,
         }
@@ -68,6 +71,16 @@ REDUCTIONS = (
     replace(_THREE, label="3 methods (grpo, copo_soft_with_zero, the variant), 150 steps"),
     replace(_THREE, label="3 methods, 100 steps", steps_factor=2 / 3),
 )  # fmt: skip
+# The design docs/STUDY_PLAN.md accepted ("Decided"): every method tuned and piloted, three confirmatory, 90
+# of the planned 150 steps (validations 0, 30, 60, 90).
+ACCEPTED = replace(
+    _THREE,
+    label="accepted: 5 methods tuned (3 rates) and piloted (2 seeds), 3 methods x 20 confirmatory seeds, 90 steps",
+    tuned_methods=5,
+    pilot_runs=5 * 2,
+    steps_factor=90 / 150,
+)
+DESIGNS = (*REDUCTIONS, ACCEPTED)  # the budget table's rows
 
 
 def run_cpu_s(row: pd.Series, steps_factor: float = 1.0) -> float:
@@ -115,7 +128,7 @@ def budget_markdown(cost: pd.DataFrame) -> str:
         f"confirmatory runs | machine hours at {CORES} runs at a time (the cheaper) |",
         "|---|---|---|---|---|",
     ]
-    for design in REDUCTIONS:
+    for design in DESIGNS:
         runs = design.runs()
         single, batched = study_cpu_hours(cost, design, False), study_cpu_hours(cost, design, True)
         lines.append(
@@ -133,6 +146,7 @@ def reading_markdown(cost: pd.DataFrame) -> str:
     three, four = (
         min(study_cpu_hours(cost, d, b) for b in (False, True)) for d in (REDUCTIONS[4], REDUCTIONS[2])
     )
+    accepted = min(study_cpu_hours(cost, ACCEPTED, b) for b in (False, True))
     run = run_cpu_s(single)
     validation = run - int(single.planned_steps) * float(single.step_cpu_s)
     return (
@@ -144,4 +158,7 @@ def reading_markdown(cost: pd.DataFrame) -> str:
         f"- Validation: {100 * validation / run:.0f}% of a run's CPU seconds ({validation:.0f} of {run:.0f}).\n"
         f"- Proposed reduction (3 methods, 100 steps): **{three:.0f} CPU hours**, {three / CORES:.0f} machine "
         f"hours; with `dapo_filter` kept (4 methods, 100 steps): {four:.0f} CPU hours.\n"
+        f"- Accepted (90 steps; every method tuned and piloted, 3 confirmatory): **{accepted:.1f} CPU hours**, "
+        f"{accepted / CORES:.1f} machine hours, {sum(ACCEPTED.runs().values())} runs; each extension of a "
+        f"learning-rate grid beyond its edge adds one run ({run_cpu_s(single, ACCEPTED.steps_factor):.0f} CPU-s).\n"
     )

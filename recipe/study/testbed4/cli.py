@@ -7,10 +7,14 @@
     study_testbed4.py probe          # GRPO per regime on the tuning seed (tuning data) -> probe.csv
     study_testbed4.py docs           # the CSVs -> the docs' testbed4/* blocks
     study_testbed4.py r40 tune ...   # a shared phase (tune, pilot, run, real) of one regime's plan
+    study_testbed4.py r40 pilot-summarize   # its tuning and pilot -> learning_rates_r40.json, CSVs, blocks
 
 The shared phases are ``recipe.study.common.cli``'s on the regime's ``StudyPlan`` (``plan.PLANS``),
-whose runs read the regime's data folder; the per-regime report of those runs is not built yet, so
-``pilot-summarize`` and ``summarize`` stop with a message.
+whose runs read the regime's data folder. ``<regime> pilot-summarize`` writes the regime's tuning and
+pilot CSVs to ``docs/study_cpu/testbed4/<regime>/``, its ``learning_rates_<regime>.json`` and the docs'
+``testbed4_<regime>/*`` blocks (``regime_report``); ``<regime> summarize`` its confirmatory CSVs, figures and
+blocks there, then the map across the regimes (``regime_map``: the ``testbed4/regime_map`` and
+``testbed4/when_to_use`` blocks, once every regime's confirmatory runs are in).
 """
 
 from __future__ import annotations
@@ -146,16 +150,30 @@ def cmd_docs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _no_report(docs: Path) -> dict[str, str]:
-    raise SystemExit("the regime map's per-regime report is not built yet (issue 37, item 7)")
+def summarize_regime(study: cli.Study, args: argparse.Namespace) -> int:
+    """The shared ``summarize`` of one regime, then the map across regimes (``testbed4/*`` blocks) from the
+    regimes' folders beside it."""
+    from recipe.study.common import docs
+    from recipe.study.testbed4 import map_plot, regime_map, report
+
+    code = cli.cmd_summarize(study, args)
+    docs.update_docs(report.report(args.docs.parent), prefix="testbed4/")
+    rows = regime_map.regime_map(p.PLANS, {r.name: r.all_wrong for r in p.REGIMES}, args.docs.parent)
+    if rows is not None:  # every regime's confirmatory runs are in
+        map_plot.plot_regime_map(rows, args.docs.parent / "regime_map.png")
+    return code
 
 
 def regime_main(name: str, argv: list[str]) -> int:
+    from functools import partial
+
+    from recipe.study.testbed4 import regime_report
+
     plan = p.PLANS[name]
-    study = cli.Study(plan, _no_report, lambda fragments: "")
+    study = cli.Study(plan, partial(regime_report.report, plan), regime_report.summary_markdown)
     parser, _, _ = cli.build_parser(plan, __doc__ or "")
     args = parser.parse_args(argv)
-    commands = {"build": cmd_build, **cli.commands(study)}
+    commands = {"build": cmd_build, **cli.commands(study), "summarize": partial(summarize_regime, study)}
     from recipe.study.driver import dispatch
 
     return dispatch(commands, args.action, args)

@@ -43,6 +43,7 @@ RATES_CSV = DOCS / "rates.csv"  # per level of v3's validation problems: groups 
 CENSUS_CSV = DOCS / "census.csv"  # per regime's training rows: the share the knob reaches
 COST_CSV = DOCS / "cost.csv"  # CPU seconds per training step and per validation (GRPO, this machine)
 METHODS = ("grpo", "copo_soft_with_zero", "copo_soft", "dapo_filter", "copo_variant_nonpositive")
+CONFIRMATORY_METHODS = ("grpo", "copo_soft_with_zero", "copo_variant_nonpositive")
 
 
 def measured_rates(path: Path = RATES_CSV) -> list[float]:
@@ -96,23 +97,28 @@ def make_plan(regime: Regime) -> StudyPlan:
         methods=METHODS,
         baseline="grpo",
         primary=("copo_soft_with_zero", "grpo"),  # the paper's setting against GRPO, in each regime
-        # Holm within each regime: this project's variant against GRPO and against the paper's setting;
-        # soft; compute-matched DAPO (read at the same number of generated samples: the amendment)
+        # the accepted reduction (docs/STUDY_PLAN.md, "Decided"): three methods confirmatory; Holm within
+        # each regime over this project's variant against GRPO and against the paper's setting
+        confirmatory_methods=CONFIRMATORY_METHODS,
         secondary=(
             ("copo_variant_nonpositive", "grpo"),
             ("copo_variant_nonpositive", "copo_soft_with_zero"),
-            ("copo_soft", "grpo"),
-            ("dapo_filter", "grpo"),
         ),
+        # every method is tuned and piloted; soft and compute-matched DAPO are described on the tuning and
+        # pilot seeds against GRPO, without a test
+        pilot_methods=METHODS,
+        descriptive=(("copo_soft", "grpo"), ("dapo_filter", "grpo")),
         # compute-matched DAPO (the amendment): its runs stop and validate at the other methods' generated
-        # samples (76,800; 0, 15,360, ..., 76,800), not their steps
+        # samples (46,080; 0, 15,360, 30,720, 46,080), not their steps
         sample_matched=("dapo_filter",),
         tuning_seeds=(4000,),  # disjoint from every confirmatory seed
         pilot_seeds=(4001, 4002),
         confirmatory_seeds=tuple(range(400, 420)),  # 20 seeds, never used before
         real_trainer_seeds=(400, 401, 402),  # item 6: >= 3 seeds, best and worst regime
         lr_grid=(1e-4, 2e-4, 4e-4),
+        extend_lr_grid=True,  # per method and regime, beyond an edge the chosen rate sits on (x 2)
         learning_rates_file=Path(__file__).with_name(f"learning_rates_{regime.name}.json"),
+        docs_folder=DOCS / regime.name,  # beside the testbed's own CSVs
         rate_rule="highest mean AUC over the tuning seeds (ties: the smaller rate); a rate on the grid's "
         "edge extends the grid by a factor of 2 beyond it for that method and regime",
         power_seeds=(20, 10),

@@ -5,7 +5,9 @@
   of all-wrong, all-correct and mixed groups on the regime's training rows (``regimes.csv``, ``census.csv``);
 - ``cost``: CPU seconds per training step and per validation at the regimes' workload (``cost.csv``),
   and what the study costs from them (``budget``);
-- ``probe``: GRPO's gain per regime on the tuning seed (``probe.csv``; tuning data, not a result).
+- ``probe``: GRPO's gain per regime on the tuning seed (``probe.csv``; tuning data, not a result);
+- ``regime_map``, ``when_to_use``: the comparisons across the regimes, from each regime's ``<regime>/runs.csv``
+  (``regime_map``; once every regime's confirmatory runs are in).
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ import pandas as pd
 
 from recipe.study.census import CENSUS_COLUMNS as SHARED_CENSUS_COLUMNS
 from recipe.study.common.reporting import pct, read
-from recipe.study.testbed4 import budget, probe
+from recipe.study.testbed4 import budget, probe, regime_map
+from recipe.study.testbed4 import plan as p
 
 REGIME_COLUMNS = ["regime", "target", "level", "weight", "rate", "val_count", "train_count"]
 CENSUS_COLUMNS = ["regime", *SHARED_CENSUS_COLUMNS]  # the shared census's columns, per regime
@@ -85,4 +88,6 @@ def report(docs: Path) -> dict[str, str]:
         out["budget_reading"] = budget.reading_markdown(cost)
     if probe_ is not None:
         out["probe"] = probe.probe_markdown(probe_)
+    targets = {r.name: r.all_wrong for r in p.REGIMES}
+    out.update(regime_map.fragments(p.PLANS, targets, docs))  # once every regime's confirmatory runs are in
     return out

@@ -92,8 +92,9 @@ def test_the_regimes_budget_is_the_other_methods_samples_at_their_validation_ste
     paths += ["actor_rollout_ref.rollout.seed=3"]
     config = compose_and_validate([*paths, *METHODS["dapo_filter"], BUDGET], config_name="regimes_cpu")
     budget = FastSettings.from_config(config).sample_budget
-    assert budget is not None and budget.total == 150 * 64 * 8 == 76_800
-    assert budget.milestones() == [30 * 512, 60 * 512, 90 * 512, 120 * 512, 150 * 512]
+    # the plan's decided budget (docs/STUDY_PLAN.md, "Decided"): 90 steps of 64 prompts x 8, validations every 30
+    assert budget is not None and budget.total == 90 * 64 * 8 == 46_080
+    assert budget.milestones() == [30 * 512, 60 * 512, 90 * 512]
     plain = compose_and_validate([*paths, *METHODS["dapo_filter"]], config_name="regimes_cpu")
     assert FastSettings.from_config(plain).sample_budget is None  # off unless asked for
 

@@ -228,22 +228,33 @@ def _cost() -> pd.DataFrame:
 def test_the_budget_prices_every_run_as_a_loop_over_the_design_does() -> None:
     cost = _cost()
     single, batched = 150 * 4.0 + 6 * 5.0, 150 * 3.0 + 6 * 4.0
-    for design in budget.REDUCTIONS:
+    assert budget.DESIGNS[:-1] == budget.REDUCTIONS and budget.DESIGNS[-1] == budget.ACCEPTED
+    for design in budget.DESIGNS:
         steps = round(150 * design.steps_factor)
         vals = len({*range(0, steps + 1, 30), steps})
         s1, s8 = steps * 4.0 + vals * 5.0, steps * 3.0 + vals * 4.0
         total_single = total_batched = 0.0
-        methods = [f"m{i}" for i in range(design.methods)]
-        for _regime, method in itertools.product(range(design.regimes), methods):
-            batchable = methods.index(method) < design.batchable_methods
-            total_single += (design.rates * design.tuning_seeds + design.confirmatory_seeds) * s1
-            total_batched += design.rates * design.tuning_seeds * s1
-            total_batched += design.confirmatory_seeds * (s8 if batchable else s1)
-        total_single += design.regimes * design.pilot_runs * s1
-        total_batched += design.regimes * design.pilot_runs * s1
+        tuned = [f"m{i}" for i in range(design.methods if design.tuned_methods is None else design.tuned_methods)]
+        confirmed = [f"m{i}" for i in range(design.methods)]
+        for _regime in range(design.regimes):
+            for _method, _lr, _seed in itertools.product(tuned, range(design.rates), range(design.tuning_seeds)):
+                total_single += s1
+                total_batched += s1
+            for method, _seed in itertools.product(confirmed, range(design.confirmatory_seeds)):
+                batchable = confirmed.index(method) < design.batchable_methods
+                total_single += s1
+                total_batched += s8 if batchable else s1
+            for _run in range(design.pilot_runs):
+                total_single += s1
+                total_batched += s1
         assert budget.study_cpu_hours(cost, design, False) == pytest.approx(total_single / 3600)
         assert budget.study_cpu_hours(cost, design, True) == pytest.approx(total_batched / 3600)
     assert budget.run_cpu_s(cost.iloc[0]) == single and budget.run_cpu_s(cost.iloc[1]) == batched
+    # the accepted design (docs/STUDY_PLAN.md, "Decided"), per regime: 5 methods x 3 rates tuned, 5 methods x 2
+    # pilot seeds, 3 methods x 20 confirmatory seeds, 90 steps with validations at 0, 30, 60, 90
+    accepted = budget.ACCEPTED
+    assert accepted.runs() == {"tuning": 3 * 15, "pilot": 3 * 10, "confirmatory": 3 * 60}
+    assert budget.run_cpu_s(cost.iloc[0], accepted.steps_factor) == 90 * 4.0 + 4 * 5.0
 
 
 # ----------------------------------------------------------------------------- the docs

@@ -13,13 +13,13 @@ from recipe.study.testbed4.regime_map import Row
 def plot_regime_map(rows: list[Row], out: Path) -> None:
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 3.8))
-    against_grpo = sorted({r.treatment for r in rows if r.control == "grpo"})
-    for i, method in enumerate(against_grpo):
-        mine = sorted((r for r in rows if r.treatment == method and r.control == "grpo"), key=lambda r: r.target)
-        x = [100 * r.target + (i - (len(against_grpo) - 1) / 2) for r in mine]  # side by side, not on top
+    against_baseline = sorted({r.treatment for r in rows if r.against_baseline})
+    for i, method in enumerate(against_baseline):
+        mine = sorted((r for r in rows if r.treatment == method and r.against_baseline), key=lambda r: r.target)
+        x = [100 * r.target + (i - (len(against_baseline) - 1) / 2) for r in mine]  # side by side, not on top
         y = [100 * r.mean for r in mine]
         err = [[100 * (r.mean - r.low) for r in mine], [100 * (r.high - r.mean) for r in mine]]
-        ax.errorbar(x, y, yerr=err, marker="o", capsize=3, color=METHOD_COLORS[method], label=f"{method} - grpo")
+        ax.errorbar(x, y, yerr=err, marker="o", capsize=3, color=METHOD_COLORS[method], label=f"{method} - {mine[0].baseline}")
     ax.axhline(0, color="grey", lw=0.8)
     ax.set_xlabel("target share of all-wrong groups at step 0 (%)")
     ax.set_ylabel("AUC difference against GRPO (points)")

@@ -42,6 +42,11 @@ class Row:
     p: float
     holm_p: float
     alpha: float
+    baseline: str  # the plan's baseline (GRPO): what "a gain" is measured against
+
+    @property
+    def against_baseline(self) -> bool:
+        return self.control == self.baseline
 
     @property
     def significant_gain(self) -> bool:
@@ -62,7 +67,7 @@ def regime_map(plans: dict[str, StudyPlan], targets: dict[str, float], docs: Pat
             t = c.test
             row = Row(regime, targets[regime], c.treatment, c.control, "primary" if i == 0 else "secondary",
                       t.n, t.mean, t.low, t.high, t.p, c.holm_p if c.holm_p is not None else t.p,
-                      plan.alpha)  # fmt: skip
+                      plan.alpha, plan.baseline)  # fmt: skip
             (primary_rows if i == 0 else rows).append(row)
     holm = a.holm([r.p for r in primary_rows])
     primary = [Row(**{**r.__dict__, "holm_p": h}) for r, h in zip(primary_rows, holm, strict=True)]
@@ -101,9 +106,10 @@ def regime_map_markdown(rows: list[Row]) -> str:
 
 def pick(rows: list[Row], regime: str) -> str:
     """The module's rule: a COPO method over GRPO only where its gain over GRPO is significant after Holm."""
-    gains = [r for r in rows if r.regime == regime and r.control == "grpo" and r.significant_gain]
+    mine = [r for r in rows if r.regime == regime]
+    gains = [r for r in mine if r.against_baseline and r.significant_gain]
     if not gains:
-        return "grpo"
+        return mine[0].baseline
     return max(gains, key=lambda r: r.mean).treatment
 
 

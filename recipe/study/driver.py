@@ -277,14 +277,22 @@ def run_jobs(
     return failures
 
 
+class NotReady(RuntimeError):
+    """A phase cannot start yet (e.g. no tuned learning rates): the message says what to run first."""
+
+
 def dispatch(commands: Mapping[str, Callable[[Any], int]], action: str, args: Any) -> int:
-    """Run ``commands[action](args)``; a stop signal (``recipe.proc.Stopped``) becomes its exit code.
+    """Run ``commands[action](args)``; a stop signal (``recipe.proc.Stopped``) becomes its exit code, and a
+    phase that is not ready (:class:`NotReady`) a one-line message and exit code 2.
 
     The testbed studies' CLIs share this: their runs keep no checkpoint, so a stopped run restarts.
     """
     proc.restore_default_signals()  # a background launch inherits SIGINT ignored (recipe.proc)
     try:
         return commands[action](args)
+    except NotReady as not_ready:
+        print(f"[study] {action}: {not_ready}", file=sys.stderr)
+        return 2
     except proc.Stopped as stop:
         print(
             f"[study] {stop}; the running runs were stopped (they restart from step 0 next time)",

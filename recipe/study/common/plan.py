@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from recipe.files import REPO_ROOT
+from recipe.study.driver import NotReady
 from recipe.study.testbed.build import ContinuedSpec, Testbed, TestbedSpec
 
 STUDY_PLAN_DOC = REPO_ROOT / "docs" / "STUDY_PLAN.md"
@@ -116,7 +117,7 @@ class StudyPlan:
     def learning_rates(self) -> dict[str, float]:
         """The tuned learning rate of every method (raises when the tuning has not been summarised)."""
         if not self.learning_rates_file.is_file():
-            raise FileNotFoundError(
+            raise NotReady(
                 f"{self.learning_rates_file} is missing: run study {self.name}'s `tune` and `pilot-summarize` "
                 "phases first (docs/STUDY_PLAN.md, tuning)"
             )

@@ -260,3 +260,18 @@ def test_a_sample_budgeted_run_finishes_by_its_samples_not_its_steps(
     if ok:
         summary = json.loads((out / driver.SUMMARY).read_text())
         assert (summary["steps"], summary["generated_samples"], summary["sample_budget"]) == (3, 70, 64)
+
+
+def test_a_phase_that_is_not_ready_is_one_line_and_exit_code_two(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A phase run before its learning rates exist stops with the plan's message, not a traceback."""
+    from dataclasses import replace
+
+    from recipe.study.common.plan import StudyPlan
+    from recipe.study.testbed4.plan import PLANS
+
+    plan: StudyPlan = replace(PLANS["r15"], learning_rates_file=tmp_path / "learning_rates_r15.json")
+    assert driver.dispatch({"real": lambda _: len(plan.learning_rates())}, "real", None) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "learning_rates_r15.json is missing" in err and "pilot-summarize" in err, err

@@ -14,4 +14,8 @@ cd "$(dirname "$0")/.."
 VENV=${COPO_VENV:-.venv}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 WANDB_MODE=disabled TOKENIZERS_PARALLELISM=false
+if [[ ! -x "$VENV/bin/python" ]]; then
+  echo "flake_check.sh: no $VENV/bin/python: run 'bash scripts/setup_env.sh' first (or set COPO_VENV to a venv)" >&2
+  exit 2
+fi
 exec "$VENV/bin/python" -m tests.flake_check "$@"

@@ -27,17 +27,6 @@ THREE = ("grpo", "copo_soft_with_zero", "copo_variant_nonpositive")
 TARGETS = {r.name: r.all_wrong for r in p.REGIMES}
 
 
-def _holm(ps: list[float]) -> list[float]:
-    """The loop reference of Holm's step-down adjustment."""
-    order = sorted(range(len(ps)), key=lambda i: ps[i])
-    out = [0.0] * len(ps)
-    running = 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (len(ps) - rank) * ps[i]))
-        out[i] = running
-    return out
-
-
 # per regime and method: the AUC shift against GRPO; per seed a shared level plus a method-specific wobble
 EFFECTS = {
     "r15": {"grpo": 0.0, "copo_soft_with_zero": -0.03, "copo_variant_nonpositive": 0.02},  # the variant helps
@@ -68,13 +57,13 @@ def test_the_regime_map_and_when_to_use_from_synthetic_csvs(tmp_path: Path) -> N
     _write_csvs(tmp_path)
     rows = regime_map.regime_map(p.PLANS, TARGETS, tmp_path)
     assert rows is not None
-    # the primary comparison per regime, Holm over the three regimes (loop reference)
+    # the primary comparison per regime, Holm over the three regimes (Holm's arithmetic: tests/recipe/test_stats_paired.py)
     primary = {}
     for regime in ("r15", "r40", "r65"):
         d = [_auc(regime, "copo_soft_with_zero", s) - _auc(regime, "grpo", s) for s in SEEDS]
         primary[regime] = stats.paired_t(d)
         assert sum(d) / len(d) == pytest.approx(primary[regime].mean)
-    holm3 = dict(zip(primary, _holm([t.p for t in primary.values()]), strict=True))
+    holm3 = dict(zip(primary, stats.holm([t.p for t in primary.values()]), strict=True))
     table = regime_map.regime_map_markdown(rows)
     for regime, t in primary.items():
         line = next(x for x in table.splitlines() if x.startswith(f"| {regime} |"))
@@ -86,7 +75,7 @@ def test_the_regime_map_and_when_to_use_from_synthetic_csvs(tmp_path: Path) -> N
             stats.paired_t([_auc(regime, "copo_variant_nonpositive", s) - _auc(regime, c, s) for s in SEEDS])
             for c in ("grpo", "copo_soft_with_zero")
         ]
-        for test, h in zip(tests, _holm([x.p for x in tests]), strict=True):
+        for test, h in zip(tests, stats.holm([x.p for x in tests]), strict=True):
             row = next(r for r in rows if r.regime == regime and r.family == "secondary" and r.p == test.p)
             assert row.holm_p == pytest.approx(h) and row.mean == pytest.approx(test.mean)
     use = regime_map.when_to_use_markdown(rows)

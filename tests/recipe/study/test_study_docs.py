@@ -19,16 +19,13 @@ from recipe.study.common import docs
 from recipe.study.testbed import figures
 from recipe.study.testbed2 import report
 from tests.paths import REPO
+from tests.recipe.study.doc_blocks import assert_blocks_derived, doc_blocks
 
 STUDY_DOCS = REPO / "docs" / "study_cpu"
 
 
 def _blocks() -> dict[tuple[str, str], str]:
-    out = {}
-    for doc in docs.DOCS:
-        for name, body in docs.fragments_in(doc.read_text()).items():
-            out[(doc.name, name)] = body
-    return out
+    return doc_blocks()
 
 
 def test_docs_include_the_v1_figures_and_each_equals_its_derivation() -> None:
@@ -88,13 +85,8 @@ def test_provenance() -> None:
 def test_docs_include_the_testbed2_figures_and_each_equals_its_derivation() -> None:
     derived = report.report(STUDY_DOCS / "testbed2")
     blocks = {k: v for k, v in _blocks().items() if k[1].startswith("testbed2/")}
-    for (doc, name), body in blocks.items():
-        key = name.split("/", 1)[1]
-        if key not in derived:
-            # a phase not run yet (the plan's tuning and power blocks before the pilot): the block stays empty
-            assert body == "", f"{doc}: block {name} states figures that no committed data derives"
-            continue
-        assert body == derived[key], f"{doc}: block {name} differs from recipe.study.testbed2.report"
+    # a phase not run yet (the plan's tuning and power blocks before the pilot): the block stays empty
+    assert_blocks_derived(blocks, derived, "recipe.study.testbed2.report")
     summary = STUDY_DOCS / "testbed2" / "summary.md"
     if summary.is_file():
         assert summary.read_text() == report.summary_markdown(derived)
@@ -106,12 +98,7 @@ def test_docs_include_the_testbed3_figures_and_each_equals_its_derivation() -> N
     derived = report3.report(STUDY_DOCS / "testbed3")
     blocks = {k: v for k, v in _blocks().items() if k[1].startswith("testbed3/")}
     assert {name for _, name in blocks} >= {"testbed3/levels", "testbed3/tuning", "testbed3/pilot"}
-    for (doc, name), body in blocks.items():
-        key = name.split("/", 1)[1]
-        if key not in derived:
-            assert body == "", f"{doc}: block {name} states figures that no committed data derives"
-            continue
-        assert body == derived[key], f"{doc}: block {name} differs from recipe.study.testbed3.report"
+    assert_blocks_derived(blocks, derived, "recipe.study.testbed3.report")
     summary = STUDY_DOCS / "testbed3" / "summary.md"
     if summary.is_file():
         assert summary.read_text() == report3.summary_markdown(derived)

@@ -259,27 +259,17 @@ def test_the_budget_prices_every_run_as_a_loop_over_the_design_does() -> None:
 
 # ----------------------------------------------------------------------------- the docs
 def test_the_docs_testbed4_blocks_equal_their_derivation_from_the_csvs() -> None:
-    from recipe.study.common import docs
     from recipe.study.testbed4 import report
+    from tests.recipe.study.doc_blocks import assert_blocks_derived, doc_blocks
 
     derived = report.report(p.DOCS)
-    blocks = {
-        (doc.name, name): body
-        for doc in docs.DOCS
-        for name, body in docs.fragments_in(doc.read_text()).items()
-        if name.startswith("testbed4/")
-    }
+    blocks = doc_blocks("testbed4/")
     assert (
         {name.split("/", 1)[1] for _, name in blocks}
         >= set(derived)
         >= {"rates", "regimes", "cost", "budget"}
     )
-    for (doc, name), body in blocks.items():
-        key = name.split("/", 1)[1]
-        if key not in derived:  # a phase not run yet: its block must state nothing
-            assert body == "", f"{doc}: block {name} states figures that no committed data derives"
-            continue
-        assert body == derived[key], f"{doc}: block {name} differs from its derivation"
+    assert_blocks_derived(blocks, derived)  # a phase not run yet: its block must state nothing
 
 
 def test_the_probe_reads_a_runs_validation_and_judges_the_five_point_gain(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ from recipe.study.common.jobs import run_name
 from recipe.study.testbed.build import Testbed as TB
 from recipe.study.testbed4 import plan as p
 from recipe.study.testbed4 import regime_report
+from tests.recipe.study.doc_blocks import assert_blocks_derived, doc_blocks
 from tests.recipe.study.fake_runs import auc_of, write_run
 
 PEAKS = {"grpo": 2e-4, "copo_soft_with_zero": 2e-4, "copo_soft": 4e-4, "dapo_filter": 1e-4,
@@ -121,21 +122,12 @@ def test_pilot_summarize_states_the_tuning_then_the_pilot_of_every_method(
 
 
 def test_the_regimes_blocks_in_the_docs_equal_their_derivation_from_the_committed_csvs() -> None:
-    blocks = {
-        (doc.name, name): body
-        for doc in docs_module.DOCS
-        for name, body in docs_module.fragments_in(doc.read_text()).items()
-    }
+    blocks = doc_blocks()
     for regime, plan in p.PLANS.items():
         mine = {k: v for k, v in blocks.items() if k[1].startswith(plan.doc_prefix)}
         assert {name.split("/", 1)[1] for _, name in mine} >= set(regime_report.TITLES), regime
         derived = regime_report.report(plan, plan.docs_dir)
-        for (doc, name), body in mine.items():
-            key = name.split("/", 1)[1]
-            if key not in derived:  # a phase not run yet: its block must state nothing
-                assert body == "", f"{doc}: block {name} states figures that no committed data derives"
-                continue
-            assert body == derived[key], f"{doc}: block {name} differs from its derivation"
+        assert_blocks_derived(mine, derived)  # a phase not run yet: its block must state nothing
         assert plan.docs_dir == p.DOCS / regime
 
 

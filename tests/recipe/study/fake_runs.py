@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -54,3 +55,26 @@ def auc_of(curve: Sequence[float], steps: Sequence[int] = STEPS) -> float:
     for i in range(1, len(steps)):
         area += (curve[i] + curve[i - 1]) / 2 * (steps[i] - steps[i - 1])
     return area / (steps[-1] - steps[0])
+
+
+def regime_cli_sandbox(tmp_path: Path, monkeypatch: Any, source: str) -> dict[str, str]:
+    """A testbed of 4 validation problems (``source``, e.g. ``testbed4_r15/max``) in ``tmp_path / "tb"`` that the
+    study CLI's phases read instead of the built one, and the docs' blocks captured in the returned dict
+    (``{prefix + name: body}``), never written into the committed docs."""
+    import pandas as pd
+
+    from recipe.study.common import cli
+    from recipe.study.common import docs as docs_module
+    from recipe.study.testbed.build import Testbed
+
+    val = tmp_path / "tb" / "data" / "val.parquet"
+    val.parent.mkdir(parents=True)
+    pd.DataFrame(
+        [{"data_source": source, "extra_info": {"original_id": f"max:{10 + i}|{20 + i}"}} for i in range(4)]
+    ).to_parquet(val)
+    monkeypatch.setattr(cli, "testbed", lambda plan, dry_run=False: Testbed(tmp_path / "tb", "key"))
+    written: dict[str, str] = {}
+    monkeypatch.setattr(
+        docs_module, "update_docs", lambda fragments, prefix: written.update({prefix + k: v for k, v in fragments.items()})
+    )
+    return written

@@ -16,12 +16,10 @@ import pytest
 
 from recipe import stats
 from recipe.study.common import cli
-from recipe.study.common import docs as docs_module
-from recipe.study.testbed.build import Testbed as TB
 from recipe.study.testbed4 import plan as p
 from recipe.study.testbed4 import regime_map, regime_report
 from recipe.study.testbed4 import report as t4_report
-from tests.recipe.study.fake_runs import auc_of, write_run
+from tests.recipe.study.fake_runs import auc_of, regime_cli_sandbox, write_run
 
 THREE = ("grpo", "copo_soft_with_zero", "copo_variant_nonpositive")
 TARGETS = {r.name: r.all_wrong for r in p.REGIMES}
@@ -107,17 +105,8 @@ def test_a_regimes_summarize_collects_its_confirmatory_runs_and_states_the_compa
         docs_folder=tmp_path / "docs" / "r65",
     )
     plan.learning_rates_file.write_text(json.dumps({"learning_rates": dict.fromkeys(plan.methods, 2e-4)}))
-    val = tmp_path / "tb" / "data" / "val.parquet"
-    val.parent.mkdir(parents=True)
-    pd.DataFrame(
-        [{"data_source": "testbed4_r65/max", "extra_info": {"original_id": f"max:{10 + i}|{20 + i}"}}
-         for i in range(4)]
-    ).to_parquet(val)  # fmt: skip
-    monkeypatch.setattr(cli, "testbed", lambda plan, dry_run=False: TB(tmp_path / "tb", "key"))
+    written = regime_cli_sandbox(tmp_path, monkeypatch, "testbed4_r65/max")
     monkeypatch.setattr(analysis, "RESAMPLES", 200)
-    written: dict[str, str] = {}
-    monkeypatch.setattr(docs_module, "update_docs", lambda fragments, prefix: written.update(
-        {prefix + k: v for k, v in fragments.items()}))  # fmt: skip
     rng = np.random.default_rng(0)
     curves = {}
     for seed in plan.confirmatory_seeds:

@@ -18,13 +18,11 @@ import pytest
 
 from recipe import stats
 from recipe.study.common import cli
-from recipe.study.common import docs as docs_module
 from recipe.study.common.jobs import run_name
-from recipe.study.testbed.build import Testbed as TB
 from recipe.study.testbed4 import plan as p
 from recipe.study.testbed4 import regime_report
 from tests.recipe.study.doc_blocks import assert_blocks_derived, doc_blocks
-from tests.recipe.study.fake_runs import auc_of, write_run
+from tests.recipe.study.fake_runs import auc_of, regime_cli_sandbox, write_run
 
 PEAKS = {"grpo": 2e-4, "copo_soft_with_zero": 2e-4, "copo_soft": 4e-4, "dapo_filter": 1e-4,
          "copo_variant_nonpositive": 2e-4}  # fmt: skip
@@ -51,17 +49,7 @@ def _pilot_curve(method: str, seed: int) -> list[float]:
 
 def _setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, argparse.Namespace, dict[str, str]]:
     plan = replace(p.PLANS["r15"], learning_rates_file=tmp_path / "learning_rates_r15.json")
-    val = tmp_path / "tb" / "data" / "val.parquet"
-    val.parent.mkdir(parents=True)
-    pd.DataFrame(
-        [{"data_source": "testbed4_r15/max", "extra_info": {"original_id": f"max:{10 + i}|{20 + i}"}}
-         for i in range(4)]
-    ).to_parquet(val)  # fmt: skip
-    monkeypatch.setattr(cli, "testbed", lambda plan, dry_run=False: TB(tmp_path / "tb", "key"))
-    written: dict[str, str] = {}
-    # the docs' blocks are captured here, never written into the committed docs
-    monkeypatch.setattr(docs_module, "update_docs", lambda fragments, prefix: written.update(
-        {prefix + k: v for k, v in fragments.items()}))  # fmt: skip
+    written = regime_cli_sandbox(tmp_path, monkeypatch, "testbed4_r15/max")
     runs = tmp_path / "runs"
     for method in plan.methods:
         for lr in RATES_RUN[method]:
